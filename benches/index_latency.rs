@@ -1,0 +1,101 @@
+//! Index decision latency (candidate lookup + atomic insert) with 1M and 10M fingerprints indexed,
+//! and bytes on disk per article.
+//!
+//!   cargo bench --bench index_latency                       # 1M
+//!   NEWSDEDUP_BENCH_SIZES=1000000,10000000 cargo bench --bench index_latency
+//!
+//! Fingerprints are random (the occupancy real simhashes reach; see `index stats` on real data).
+//! Every 100th query is a planted near-duplicate so the duplicate path is measured too.
+
+use hdrhistogram::Histogram;
+use newsdedup::config::IndexConfig;
+use newsdedup::dedup::{DecisionInput, Deduper};
+use newsdedup::fingerprint::FingerprintIdentity;
+use newsdedup::index::{ArticleStore, RocksIndex, StoredArticle, StoredDecision};
+use newsdedup::simhash::Fingerprint;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::time::Instant;
+
+fn identity() -> FingerprintIdentity {
+    serde_json::from_value(serde_json::json!({
+        "algorithm": "bench", "cleaning": "bench", "dict_xxh3": "", "idf_xxh3": "", "stopwords_xxh3": "",
+        "hmm": true, "title_weight": 1.0, "unknown_idf": null, "keep_single_chars": false, "keep_numbers": true,
+        "keep_latin": true, "pos_filter": [], "strip_boilerplate": true, "max_content_bytes": 0
+    }))
+    .unwrap()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let sizes: Vec<u64> = std::env::var("NEWSDEDUP_BENCH_SIZES")
+        .unwrap_or_else(|_| "1000000".into())
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    let base = std::env::var("NEWSDEDUP_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
+    for n in sizes {
+        let dir = tempfile::tempdir_in(&base).unwrap();
+        let mut rng = SmallRng::seed_from_u64(n);
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let start = Instant::now();
+        let mut last_print = Instant::now();
+        // Bulk load through the same atomic insert the service uses.
+        for seq in 0..n {
+            let rec = StoredArticle {
+                seq,
+                fingerprint: Fingerprint(rng.gen()),
+                url: Some(format!("https://news.example.com/2019/{seq}.html")),
+                title: Some("某地举行新闻发布会介绍经济运行情况".into()),
+                first_seen_ms: 1_570_000_000_000 + seq,
+                decision: StoredDecision::Unique,
+                matched: None,
+            };
+            index.insert(&format!("article:{seq}"), &rec, true).unwrap();
+            if last_print.elapsed().as_secs() >= 10 {
+                last_print = Instant::now();
+                eprintln!("  loading {n}: {seq} inserted ({:.0}/s)", seq as f64 / start.elapsed().as_secs_f64());
+            }
+        }
+        let load_secs = start.elapsed().as_secs_f64();
+        let mut deduper = Deduper::new(index, 3);
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000, 3).unwrap();
+        let mut dups = 0;
+        let queries = 20_000u64;
+        for i in 0..queries {
+            let fp = if i % 100 == 0 {
+                // A near-duplicate of an article inserted in this loop.
+                Fingerprint(0xdead_beef_0000_0000 ^ (i / 100) ^ 0b11)
+            } else if i % 100 == 1 {
+                Fingerprint(0xdead_beef_0000_0000 ^ (i / 100))
+            } else {
+                Fingerprint(rng.gen())
+            };
+            let id = format!("query:{i}");
+            let t = Instant::now();
+            let d = deduper
+                .decide(&DecisionInput { id: &id, url: Some("https://x.example/q"), title: Some("查询"), fingerprint: fp }, 0)
+                .unwrap();
+            hist.record(t.elapsed().as_nanos() as u64).unwrap();
+            dups += usize::from(d.is_duplicate());
+        }
+        let index = deduper.into_store();
+        // Let compactions settle before measuring disk use.
+        drop(index);
+        let index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let disk = index.disk_bytes();
+        let articles = index.counts().articles;
+        println!(
+            "{n:>9} indexed: load {:.0} inserts/s; decide (lookup+insert) p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us; {} dup of {queries}; {:.0} bytes/article on disk",
+            n as f64 / load_secs,
+            hist.value_at_quantile(0.5) as f64 / 1000.0,
+            hist.value_at_quantile(0.99) as f64 / 1000.0,
+            hist.value_at_quantile(0.999) as f64 / 1000.0,
+            hist.max() as f64 / 1000.0,
+            dups,
+            disk as f64 / articles as f64
+        );
+    }
+}

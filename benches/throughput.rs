@@ -1,0 +1,69 @@
+//! Fingerprinting throughput vs raw jieba-rs `cut` on the same corpus texts, same run, one thread.
+//!
+//!   cargo bench --bench throughput            # all four corpus files
+//!   NEWSDEDUP_BENCH_ARTICLES=5000 cargo bench --bench throughput
+//!
+//! Prints articles/s and MB/s for: raw cut (hmm on, as the fingerprinter uses), the cleaning step
+//! alone, and the whole fingerprint (clean + cut + filter + TF-IDF + simhash).
+
+use newsdedup::config::FingerprintConfig;
+use newsdedup::fingerprint::Fingerprinter;
+use std::hint::black_box;
+use std::io::BufRead;
+use std::time::Instant;
+
+fn corpus(limit: usize) -> Vec<(String, String)> {
+    let dir = std::env::var("NEWSDEDUP_CORPUS_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/corpus").to_owned());
+    let mut out = Vec::new();
+    for file in ["peoples_daily_2019_2020.jsonl", "sina_2018_patrick233.jsonl", "bdci2019_inews.jsonl", "sogou_smarty_2008_2012.jsonl"] {
+        let path = format!("{dir}/{file}");
+        let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        for line in std::io::BufReader::new(f).lines() {
+            let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+            out.push((s("title"), s("content")));
+        }
+    }
+    // Interleave sources so any prefix is a mix.
+    out.sort_by_key(|(t, c)| xxhash_rust::xxh3::xxh3_64(format!("{t}{c}").as_bytes()));
+    out.truncate(limit);
+    out
+}
+
+fn measure(name: &str, texts: &[(String, String)], rounds: usize, mut f: impl FnMut(&str, &str)) -> f64 {
+    let bytes: usize = texts.iter().map(|(t, c)| t.len() + c.len()).sum();
+    let mut best = f64::MAX;
+    for _ in 0..rounds {
+        let start = Instant::now();
+        for (t, c) in texts {
+            f(t, c);
+        }
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    let aps = texts.len() as f64 / best;
+    println!("{name:<28} {:>9.0} articles/s {:>7.1} MB/s  ({} articles, best of {rounds})", aps, bytes as f64 / 1e6 / best, texts.len());
+    aps
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return;
+    }
+    let limit = std::env::var("NEWSDEDUP_BENCH_ARTICLES").ok().and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+    let texts = corpus(limit);
+    let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
+    let jieba = fp.jieba();
+    let rounds = 3;
+    let cut = measure("raw jieba cut (hmm)", &texts, rounds, |t, c| {
+        black_box(jieba.cut(t, true));
+        black_box(jieba.cut(c, true));
+    });
+    measure("clean only", &texts, rounds, |t, c| {
+        black_box(fp.clean(t, c));
+    });
+    let full = measure("fingerprint (full)", &texts, rounds, |t, c| {
+        let _ = black_box(fp.fingerprint(t, c));
+    });
+    println!("fingerprint / raw cut = {:.2}", full / cut);
+}

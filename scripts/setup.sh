@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what building newsdedup needs on a bare Debian machine: libclang for RocksDB's
+# bindgen, a C/C++ toolchain for RocksDB and librdkafka, python3 for scripts/. Idempotent.
+set -euo pipefail
+
+need=()
+dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v g++ >/dev/null 2>&1 || need+=(g++)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+echo "setup: build prerequisites present" >&2

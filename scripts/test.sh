@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The project's test command (README "Testing"): formatting, lints, and every test in release mode
+# (one RocksDB/librdkafka build serves tests, benches and the binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/newsdedup/target}"
+export NEWSDEDUP_CORPUS_DIR="${NEWSDEDUP_CORPUS_DIR:-$(cd .. && pwd)/shared/data/corpus}"
+
+cargo fmt --all -- --check
+cargo clippy --release --all-targets -- -D warnings
+cargo test --release --all-targets -- --test-threads 2

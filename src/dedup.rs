@@ -1,0 +1,180 @@
+//! The decision: fingerprint -> candidate lookup -> verdict -> atomic insert.
+//!
+//! `Deduper::decide` takes `&mut self`: whoever holds the deduper is the single writer, so a lookup
+//! and the insert that follows it cannot interleave with another article's (two near-duplicates in
+//! flight can never both come out unique). Fingerprinting, the expensive part, happens before and
+//! in parallel; only this step is serial.
+
+use crate::index::{ArticleStore, Candidate, MatchRef, StoredArticle, StoredDecision};
+use crate::error::IndexError;
+use crate::simhash::Fingerprint;
+use serde_json::{json, Map, Value};
+
+/// What the decision needs to know about an article.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionInput<'a> {
+    pub id: &'a str,
+    pub url: Option<&'a str>,
+    pub title: Option<&'a str>,
+    pub fingerprint: Fingerprint,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Unique,
+    Duplicate(MatchRef),
+}
+
+/// The decision for one article.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// The fingerprint the decision was made with (the stored one on a replay).
+    pub fingerprint: Fingerprint,
+    /// True if the id was already indexed and the stored decision was returned.
+    pub replayed: bool,
+    /// Candidates within the threshold that the lookup saw.
+    pub candidates: usize,
+}
+
+impl Decision {
+    pub fn is_duplicate(&self) -> bool {
+        matches!(self.verdict, Verdict::Duplicate(_))
+    }
+
+    /// The `dedup` object of the output record.
+    pub fn to_json(&self) -> Value {
+        match &self.verdict {
+            Verdict::Unique => json!({"decision": "unique", "fingerprint": self.fingerprint.to_hex()}),
+            Verdict::Duplicate(m) => json!({
+                "decision": "duplicate",
+                "fingerprint": self.fingerprint.to_hex(),
+                "match": {
+                    "id": m.id,
+                    "url": m.url,
+                    "title": m.title,
+                    "fingerprint": m.fingerprint.to_hex(),
+                    "distance": m.distance,
+                }
+            }),
+        }
+    }
+}
+
+/// The output record: the input article object with a `dedup` member added (replacing any).
+pub fn annotate(mut fields: Map<String, Value>, decision: &Decision) -> Value {
+    fields.insert("dedup".into(), decision.to_json());
+    Value::Object(fields)
+}
+
+/// The output record of an input line that is not a valid article.
+pub fn invalid_record(line: Option<u64>, id: Option<&str>, error: &str) -> Value {
+    let mut out = Map::new();
+    if let Some(line) = line {
+        out.insert("line".into(), json!(line));
+    }
+    if let Some(id) = id {
+        out.insert("id".into(), json!(id));
+    }
+    out.insert("dedup".into(), json!({"decision": "invalid", "error": error}));
+    Value::Object(out)
+}
+
+/// Nearest first, then earliest seen: the rule that picks the match among candidates.
+pub fn best_candidate(candidates: &[Candidate]) -> Option<&Candidate> {
+    candidates.iter().min_by_key(|c| (c.distance, c.seq))
+}
+
+pub struct Deduper<S: ArticleStore> {
+    store: S,
+    threshold: u32,
+    scratch: Vec<Candidate>,
+}
+
+impl<S: ArticleStore> Deduper<S> {
+    pub fn new(store: S, threshold: u32) -> Self {
+        Deduper {
+            store,
+            threshold,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn threshold(&self) -> u32 {
+        self.threshold
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// Decides one article and records the decision. `now_ms` is the first-seen time to store.
+    pub fn decide(&mut self, input: &DecisionInput<'_>, now_ms: u64) -> Result<Decision, IndexError> {
+        if let Some(stored) = self.store.get(input.id)? {
+            return Ok(Self::replay(stored));
+        }
+        self.scratch.clear();
+        self.store.candidates(input.fingerprint, self.threshold, &mut self.scratch)?;
+        let candidates = self.scratch.len();
+        let matched = match best_candidate(&self.scratch) {
+            None => None,
+            Some(best) => {
+                let original = self.store.get(&best.id)?;
+                Some(MatchRef {
+                    id: best.id.clone(),
+                    url: original.as_ref().and_then(|o| o.url.clone()),
+                    title: original.and_then(|o| o.title),
+                    fingerprint: best.fingerprint,
+                    distance: best.distance,
+                })
+            }
+        };
+        let record = StoredArticle {
+            seq: self.store.counts().next_seq,
+            fingerprint: input.fingerprint,
+            url: input.url.map(str::to_owned),
+            title: input.title.map(str::to_owned),
+            first_seen_ms: now_ms,
+            decision: if matched.is_some() {
+                StoredDecision::Duplicate
+            } else {
+                StoredDecision::Unique
+            },
+            matched: matched.clone(),
+        };
+        // Only unique articles become searchable: a duplicate always points at the first copy of
+        // its story, never at another copy.
+        self.store.insert(input.id, &record, matched.is_none())?;
+        Ok(Decision {
+            verdict: matched.map_or(Verdict::Unique, Verdict::Duplicate),
+            fingerprint: input.fingerprint,
+            replayed: false,
+            candidates,
+        })
+    }
+
+    fn replay(stored: StoredArticle) -> Decision {
+        let verdict = match (stored.decision, stored.matched) {
+            (StoredDecision::Duplicate, Some(m)) => Verdict::Duplicate(m),
+            _ => Verdict::Unique,
+        };
+        Decision {
+            verdict,
+            fingerprint: stored.fingerprint,
+            replayed: true,
+            candidates: 0,
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

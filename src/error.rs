@@ -1,0 +1,57 @@
+//! Typed errors of the library. Binaries add context (paths, offsets) at the edges with `anyhow`.
+
+use std::path::PathBuf;
+
+/// Errors from building a fingerprinter (loading dictionaries, stop words, IDF tables).
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceError {
+    #[error("cannot read {what} file {path}: {source}")]
+    Read {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("invalid {what} ({origin}): {message}")]
+    Invalid {
+        what: &'static str,
+        origin: String,
+        message: String,
+    },
+}
+
+/// Errors from the persistent index.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(
+        "index directory {dir} is already in use by another process (RocksDB LOCK is held); \
+         one newsdedup process owns one index directory: stop the other process or use another --index-dir"
+    )]
+    Locked { dir: PathBuf },
+    #[error(
+        "index directory {dir} was built with a different fingerprint configuration.\n  \
+         stored:  {stored}\n  current: {current}\n\
+         Fingerprints from the two configurations are not comparable. Either run with the configuration \
+         the index was built with, or rebuild: move {dir} away and re-run `newsdedup batch` over the \
+         source data (or replay the input topic from the beginning with a new consumer group)."
+    )]
+    IdentityMismatch {
+        dir: PathBuf,
+        stored: String,
+        current: String,
+    },
+    #[error("index at {dir} is corrupt: {message}")]
+    Corrupt { dir: PathBuf, message: String },
+    #[error("RocksDB error on {dir}: {source}")]
+    Rocks {
+        dir: PathBuf,
+        #[source]
+        source: rocksdb::Error,
+    },
+    #[error("I/O error on {dir}: {source}")]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}

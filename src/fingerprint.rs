@@ -1,0 +1,296 @@
+//! Article text -> weighted features -> 64-bit simhash, and the identity of that computation.
+
+use crate::config::FingerprintConfig;
+use crate::error::ResourceError;
+use crate::simhash::{self, feature_hash, Fingerprint, SimhashAccumulator};
+use crate::text::clean::Cleaner;
+use crate::text::segment::{parse_stopwords, TokenFilter};
+use crate::text::weigh::{quantize, tfidf, IdfTable};
+use jieba_rs::Jieba;
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+const BUILTIN_DICT: &str = include_str!("../config/jieba_dict.txt");
+const BUILTIN_IDF: &str = include_str!("../config/jieba_idf.txt");
+const BUILTIN_STOPWORDS: &str = include_str!("../config/stopwords_zh.txt");
+
+/// Everything that determines a fingerprint: algorithm version, parameters, and the content
+/// digests (XXH3-64) of the dictionary, IDF and stop-word files. An index records it and refuses
+/// to be used with a different one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FingerprintIdentity {
+    pub algorithm: String,
+    pub cleaning: String,
+    pub dict_xxh3: String,
+    pub idf_xxh3: String,
+    pub stopwords_xxh3: String,
+    pub hmm: bool,
+    pub title_weight: f64,
+    pub unknown_idf: Option<f64>,
+    pub keep_single_chars: bool,
+    pub keep_numbers: bool,
+    pub keep_latin: bool,
+    pub pos_filter: Vec<String>,
+    pub strip_boilerplate: bool,
+    pub max_content_bytes: usize,
+}
+
+impl FingerprintIdentity {
+    /// Canonical JSON form (stable field order), as stored in the index.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Short digest of the canonical form, for logs and `index stats`.
+    pub fn digest(&self) -> String {
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(self.to_json().as_bytes()))
+    }
+}
+
+/// Version of the cleaning rules; bump when `text::clean` changes behaviour.
+pub const CLEANING_VERSION: &str = "clean/v1";
+
+/// One weighted feature, for explanations.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Feature {
+    pub word: String,
+    pub weight: f64,
+    pub tf: u32,
+    pub in_title: bool,
+    pub idf: f64,
+    #[serde(skip)]
+    pub hash: u64,
+}
+
+/// The result of fingerprinting one article.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprinted {
+    pub fingerprint: Fingerprint,
+    /// Number of distinct features that voted.
+    pub features: usize,
+}
+
+/// The article had no word left to fingerprint (only punctuation, emoji, stop words...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("nothing to fingerprint: no words left after cleaning, stop words and punctuation")]
+pub struct NoFeatures;
+
+/// Turns title + content into a fingerprint. Immutable after construction and `Sync`: one
+/// instance serves every worker thread.
+pub struct Fingerprinter {
+    jieba: Jieba,
+    cleaner: Cleaner,
+    filter: TokenFilter,
+    idf: IdfTable,
+    unknown_idf: f64,
+    config: FingerprintConfig,
+    identity: FingerprintIdentity,
+}
+
+fn read_resource(path: &Option<std::path::PathBuf>, builtin: &'static str, what: &'static str) -> Result<(std::borrow::Cow<'static, str>, String), ResourceError> {
+    match path {
+        None => Ok((builtin.into(), format!("built-in {what}"))),
+        Some(p) => std::fs::read_to_string(p)
+            .map(|s| (s.into(), p.display().to_string()))
+            .map_err(|source| ResourceError::Read {
+                what,
+                path: p.clone(),
+                source,
+            }),
+    }
+}
+
+fn digest(text: &str) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(text.as_bytes()))
+}
+
+impl Fingerprinter {
+    pub fn new(config: &FingerprintConfig) -> Result<Fingerprinter, ResourceError> {
+        let (dict, dict_origin) = read_resource(&config.dict_path, BUILTIN_DICT, "dictionary")?;
+        let (idf_text, idf_origin) = read_resource(&config.idf_path, BUILTIN_IDF, "IDF table")?;
+        let (stop_text, _) = read_resource(&config.stopwords_path, BUILTIN_STOPWORDS, "stop-word list")?;
+        let jieba = Jieba::with_dict(&mut dict.as_bytes()).map_err(|e| ResourceError::Invalid {
+            what: "dictionary",
+            origin: dict_origin,
+            message: e.to_string(),
+        })?;
+        let idf = IdfTable::parse(&idf_text).map_err(|message| ResourceError::Invalid {
+            what: "IDF table",
+            origin: idf_origin,
+            message,
+        })?;
+        if let Some(v) = config.unknown_idf {
+            if !v.is_finite() || v < 0.0 {
+                return Err(ResourceError::Invalid {
+                    what: "configuration",
+                    origin: "fingerprint.unknown_idf".into(),
+                    message: format!("{v} must be finite and >= 0"),
+                });
+            }
+        }
+        if !config.title_weight.is_finite() || config.title_weight <= 0.0 {
+            return Err(ResourceError::Invalid {
+                what: "configuration",
+                origin: "fingerprint.title_weight".into(),
+                message: format!("{} must be finite and > 0", config.title_weight),
+            });
+        }
+        let identity = FingerprintIdentity {
+            algorithm: simhash::ALGORITHM.into(),
+            cleaning: CLEANING_VERSION.into(),
+            dict_xxh3: digest(&dict),
+            idf_xxh3: digest(&idf_text),
+            stopwords_xxh3: digest(&stop_text),
+            hmm: config.hmm,
+            title_weight: config.title_weight,
+            unknown_idf: config.unknown_idf,
+            keep_single_chars: config.keep_single_chars,
+            keep_numbers: config.keep_numbers,
+            keep_latin: config.keep_latin,
+            pos_filter: config.pos_filter.clone(),
+            strip_boilerplate: config.strip_boilerplate,
+            max_content_bytes: config.max_content_bytes,
+        };
+        let filter = TokenFilter::new(
+            parse_stopwords(&stop_text),
+            config.keep_single_chars,
+            config.keep_numbers,
+            config.keep_latin,
+        );
+        Ok(Fingerprinter {
+            jieba,
+            cleaner: Cleaner::new(config.strip_boilerplate),
+            unknown_idf: config.unknown_idf.unwrap_or(idf.median()),
+            filter,
+            idf,
+            config: config.clone(),
+            identity,
+        })
+    }
+
+    pub fn identity(&self) -> &FingerprintIdentity {
+        &self.identity
+    }
+
+    pub fn config(&self) -> &FingerprintConfig {
+        &self.config
+    }
+
+    /// Cleaned title and (capped) content.
+    pub fn clean(&self, title: &str, content: &str) -> (String, String) {
+        let content = truncate_at_char_boundary(content, self.config.max_content_bytes);
+        (self.cleaner.clean(title), self.cleaner.clean(content))
+    }
+
+    /// Calls `emit` with every kept word of `text`, in order.
+    fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str)) {
+        if self.config.pos_filter.is_empty() {
+            for token in self.jieba.cut(text, self.config.hmm) {
+                if self.filter.keep(token.word) {
+                    emit(token.word);
+                }
+            }
+        } else {
+            for tag in self.jieba.tag(text, self.config.hmm) {
+                let pos_ok = self.config.pos_filter.iter().any(|p| tag.tag.starts_with(p.as_str()));
+                if pos_ok && self.filter.keep(tag.word) {
+                    emit(tag.word);
+                }
+            }
+        }
+    }
+
+    /// Term statistics of an article: word -> (term frequency, occurs in title).
+    fn term_stats<'a>(&'a self, title: &'a str, content: &'a str) -> FxHashMap<&'a str, (u32, bool)> {
+        let mut terms: FxHashMap<&str, (u32, bool)> = FxHashMap::default();
+        self.for_each_word(title, |w| {
+            let e = terms.entry(w).or_insert((0, true));
+            e.0 += 1;
+        });
+        self.for_each_word(content, |w| {
+            let e = terms.entry(w).or_insert((0, false));
+            e.0 += 1;
+        });
+        terms
+    }
+
+    fn weight(&self, word: &str, tf: u32, in_title: bool) -> (f64, f64) {
+        let idf = self.idf.get(word).unwrap_or(self.unknown_idf);
+        (idf, tfidf(tf, idf, in_title, self.config.title_weight))
+    }
+
+    /// Fingerprints one article (the hot path: no per-word allocation).
+    pub fn fingerprint(&self, title: &str, content: &str) -> Result<Fingerprinted, NoFeatures> {
+        let (title, content) = self.clean(title, content);
+        let terms = self.term_stats(&title, &content);
+        if terms.is_empty() {
+            return Err(NoFeatures);
+        }
+        let mut acc = SimhashAccumulator::default();
+        for (word, &(tf, in_title)) in &terms {
+            let (_, w) = self.weight(word, tf, in_title);
+            acc.add(feature_hash(word), quantize(w));
+        }
+        Ok(Fingerprinted {
+            fingerprint: acc.finish(),
+            features: terms.len(),
+        })
+    }
+
+    /// Fingerprint plus every feature sorted by weight (heaviest first, ties by word).
+    pub fn analyze(&self, title: &str, content: &str) -> Result<(Fingerprinted, Vec<Feature>), NoFeatures> {
+        let (title, content) = self.clean(title, content);
+        let terms = self.term_stats(&title, &content);
+        if terms.is_empty() {
+            return Err(NoFeatures);
+        }
+        let mut acc = SimhashAccumulator::default();
+        let mut features: Vec<Feature> = terms
+            .iter()
+            .map(|(word, &(tf, in_title))| {
+                let (idf, weight) = self.weight(word, tf, in_title);
+                let hash = feature_hash(word);
+                acc.add(hash, quantize(weight));
+                Feature {
+                    word: (*word).to_owned(),
+                    weight,
+                    tf,
+                    in_title,
+                    idf,
+                    hash,
+                }
+            })
+            .collect();
+        features.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.word.cmp(&b.word)));
+        Ok((
+            Fingerprinted {
+                fingerprint: acc.finish(),
+                features: features.len(),
+            },
+            features,
+        ))
+    }
+
+    /// Raw jieba segmentation of `text` (the baseline the benchmarks compare against).
+    pub fn jieba(&self) -> &Jieba {
+        &self.jieba
+    }
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
+pub fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while end > 0 && !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Loads the fingerprinter from a file path, for tools that take `--config`.
+pub fn load(config: &FingerprintConfig, _config_dir: Option<&Path>) -> Result<Fingerprinter, ResourceError> {
+    Fingerprinter::new(config)
+}

@@ -1,0 +1,89 @@
+//! The persistent near-duplicate index: what is stored per article and the small interface the
+//! decision (`dedup`) needs. `rocks` implements it on RocksDB.
+
+pub mod layout;
+pub mod rocks;
+
+use crate::error::IndexError;
+use crate::simhash::Fingerprint;
+use serde::{Deserialize, Serialize};
+
+pub use rocks::RocksIndex;
+
+/// An indexed fingerprint that shares at least one 16-bit block with the query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Insertion sequence number: smaller is earlier seen.
+    pub seq: u64,
+    pub fingerprint: Fingerprint,
+    pub distance: u32,
+    pub id: String,
+}
+
+/// The reference a duplicate carries to the article it repeats.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchRef {
+    pub id: String,
+    pub url: Option<String>,
+    pub title: Option<String>,
+    pub fingerprint: Fingerprint,
+    pub distance: u32,
+}
+
+/// Decision recorded for an article.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoredDecision {
+    Unique,
+    Duplicate,
+}
+
+/// What the article column family holds per id. Replays read it back instead of deciding again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredArticle {
+    pub seq: u64,
+    pub fingerprint: Fingerprint,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Unix milliseconds when the article was first decided.
+    pub first_seen_ms: u64,
+    pub decision: StoredDecision,
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<MatchRef>,
+}
+
+/// Counters kept by the index (updated in the same atomic write as the data).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IndexCounts {
+    pub articles: u64,
+    pub unique: u64,
+    pub next_seq: u64,
+}
+
+/// The storage interface of the decision. One writer at a time (`&mut self` on insert).
+pub trait ArticleStore {
+    /// The stored record of an already-decided article id.
+    fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError>;
+    /// Appends to `out` every indexed fingerprint within `max_distance` of `fp` that shares at
+    /// least one 16-bit block with it (all of them, for `max_distance <= 3`). Each article once.
+    fn candidates(&self, fp: Fingerprint, max_distance: u32, out: &mut Vec<Candidate>) -> Result<(), IndexError>;
+    /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the
+    /// four block families so later articles can match it.
+    fn insert(&mut self, id: &str, article: &StoredArticle, searchable: bool) -> Result<(), IndexError>;
+    fn counts(&self) -> IndexCounts;
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}

@@ -1,0 +1,421 @@
+//! RocksDB implementation of the index: four block column families + articles + meta, one
+//! directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
+//! families in agreement: RocksDB replays whole batches from the WAL or none of them).
+
+use super::layout::{self, block_key, parse_block_key, ARTICLES, BLOCK_FAMILIES, META};
+use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
+use crate::config::IndexConfig;
+use crate::error::IndexError;
+use crate::fingerprint::FingerprintIdentity;
+use crate::simhash::{Fingerprint, BLOCKS};
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options, ReadOptions,
+    SliceTransform, WriteBatch, WriteOptions, DB,
+};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+pub struct RocksIndex {
+    db: DB,
+    dir: PathBuf,
+    counts: IndexCounts,
+    write_opts: WriteOptions,
+}
+
+/// Occupancy of one block family: how many fingerprints share a 16-bit block value.
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyStats {
+    pub family: String,
+    pub entries: u64,
+    pub buckets_used: u32,
+    pub mean_bucket: f64,
+    pub max_bucket: u32,
+    /// The largest buckets: (block value as 4 hex digits, entries).
+    pub largest: Vec<(String, u32)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexStats {
+    pub dir: String,
+    pub articles: u64,
+    pub unique: u64,
+    pub duplicate: u64,
+    pub disk_bytes: u64,
+    pub bytes_per_article: f64,
+    pub identity_digest: String,
+    pub families: Vec<FamilyStats>,
+}
+
+/// Outcome of a consistency check.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyReport {
+    pub articles: u64,
+    pub unique: u64,
+    pub block_entries: u64,
+    pub problems: Vec<String>,
+}
+
+fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
+    move |source| IndexError::Rocks {
+        dir: dir.to_owned(),
+        source,
+    }
+}
+
+impl RocksIndex {
+    /// Opens (creating if needed) the index in `dir` for fingerprints of `identity`.
+    /// Fails with `IdentityMismatch` if the index was built with another fingerprint identity,
+    /// and with `Locked` if another process has it open.
+    pub fn open(dir: &Path, identity: &FingerprintIdentity, config: &IndexConfig) -> Result<RocksIndex, IndexError> {
+        let index = Self::open_raw(dir, config)?;
+        let expected = identity.to_json();
+        let meta = index.cf(META)?;
+        match index.db.get_cf(meta, layout::META_IDENTITY).map_err(rocks_err(dir))? {
+            Some(stored) => {
+                let stored = String::from_utf8_lossy(&stored).into_owned();
+                if stored != expected {
+                    return Err(IndexError::IdentityMismatch {
+                        dir: dir.to_owned(),
+                        stored,
+                        current: expected,
+                    });
+                }
+            }
+            None => {
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, layout::META_IDENTITY, expected.as_bytes());
+                batch.put_cf(meta, layout::META_FORMAT, layout::FORMAT_VERSION.as_bytes());
+                index.db.write(batch).map_err(rocks_err(dir))?;
+            }
+        }
+        Ok(index)
+    }
+
+    /// Opens without checking the fingerprint identity (for `index stats` / `index verify`).
+    pub fn open_raw(dir: &Path, config: &IndexConfig) -> Result<RocksIndex, IndexError> {
+        std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
+            dir: dir.to_owned(),
+            source,
+        })?;
+        let cache = Cache::new_lru_cache(config.block_cache_mib.max(8) << 20);
+
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.increase_parallelism(2);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_keep_log_file_num(4);
+
+        let mut families = Vec::with_capacity(BLOCKS + 2);
+        for name in BLOCK_FAMILIES {
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            // Prefix bloom only: lookups are range scans over one 2-byte prefix, never point gets.
+            table.set_bloom_filter(10.0, false);
+            table.set_whole_key_filtering(false);
+            let mut opts = Options::default();
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(2));
+            opts.set_memtable_prefix_bloom_ratio(0.1);
+            // Fingerprints are random bits: compression would cost CPU for nothing.
+            opts.set_compression_type(DBCompressionType::None);
+            opts.set_block_based_table_factory(&table);
+            families.push(ColumnFamilyDescriptor::new(name, opts));
+        }
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(10.0, false);
+        let mut article_opts = Options::default();
+        article_opts.set_compression_type(DBCompressionType::Lz4);
+        article_opts.set_block_based_table_factory(&table);
+        families.push(ColumnFamilyDescriptor::new(ARTICLES, article_opts));
+        families.push(ColumnFamilyDescriptor::new(META, Options::default()));
+
+        let db = DB::open_cf_descriptors(&db_opts, dir, families).map_err(|source| {
+            let msg = source.to_string();
+            if msg.contains("LOCK") || msg.contains("lock") {
+                IndexError::Locked { dir: dir.to_owned() }
+            } else {
+                IndexError::Rocks {
+                    dir: dir.to_owned(),
+                    source,
+                }
+            }
+        })?;
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(config.sync_writes);
+        let mut index = RocksIndex {
+            db,
+            dir: dir.to_owned(),
+            counts: IndexCounts::default(),
+            write_opts,
+        };
+        index.counts = index.read_counts()?;
+        Ok(index)
+    }
+
+    fn cf(&self, name: &str) -> Result<&ColumnFamily, IndexError> {
+        self.db.cf_handle(name).ok_or_else(|| IndexError::Corrupt {
+            dir: self.dir.clone(),
+            message: format!("column family {name} is missing"),
+        })
+    }
+
+    fn read_counts(&self) -> Result<IndexCounts, IndexError> {
+        let meta = self.cf(META)?;
+        match self.db.get_cf(meta, layout::META_COUNTS).map_err(rocks_err(&self.dir))? {
+            None => Ok(IndexCounts::default()),
+            Some(v) if v.len() == 24 => {
+                let word = |i: usize| u64::from_be_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+                Ok(IndexCounts {
+                    articles: word(0),
+                    unique: word(1),
+                    next_seq: word(2),
+                })
+            }
+            Some(v) => Err(IndexError::Corrupt {
+                dir: self.dir.clone(),
+                message: format!("meta counters have {} bytes, expected 24", v.len()),
+            }),
+        }
+    }
+
+    fn encode_counts(c: &IndexCounts) -> [u8; 24] {
+        let mut v = [0u8; 24];
+        v[0..8].copy_from_slice(&c.articles.to_be_bytes());
+        v[8..16].copy_from_slice(&c.unique.to_be_bytes());
+        v[16..24].copy_from_slice(&c.next_seq.to_be_bytes());
+        v
+    }
+
+    fn decode_article(&self, id: &str, raw: &[u8]) -> Result<StoredArticle, IndexError> {
+        let corrupt = |message: String| IndexError::Corrupt {
+            dir: self.dir.clone(),
+            message,
+        };
+        match raw.split_first() {
+            Some((&layout::ARTICLE_VALUE_FORMAT, json)) => {
+                serde_json::from_slice(json).map_err(|e| corrupt(format!("article {id:?}: {e}")))
+            }
+            _ => Err(corrupt(format!("article {id:?}: unknown value format"))),
+        }
+    }
+
+    /// The fingerprint identity stored in the index, if any.
+    pub fn stored_identity(&self) -> Result<Option<String>, IndexError> {
+        let meta = self.cf(META)?;
+        Ok(self
+            .db
+            .get_cf(meta, layout::META_IDENTITY)
+            .map_err(rocks_err(&self.dir))?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Makes every write so far durable (fsync of the WAL). Called before committing offsets.
+    pub fn sync(&self) -> Result<(), IndexError> {
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Total size of the files in the index directory.
+    pub fn disk_bytes(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+
+    /// Articles, disk size and bucket occupancy of each block family (scans the block families).
+    pub fn stats(&self, top: usize) -> Result<IndexStats, IndexError> {
+        let mut families = Vec::new();
+        for name in BLOCK_FAMILIES {
+            let cf = self.cf(name)?;
+            let mut buckets = vec![0u32; 1 << 16];
+            let mut entries = 0u64;
+            let mut it = self.db.raw_iterator_cf(cf);
+            it.seek_to_first();
+            while let Some(key) = it.key() {
+                if key.len() >= 2 {
+                    buckets[u16::from_be_bytes([key[0], key[1]]) as usize] += 1;
+                }
+                entries += 1;
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+            let used = buckets.iter().filter(|&&b| b > 0).count() as u32;
+            let mut largest: Vec<(usize, u32)> = buckets.iter().copied().enumerate().filter(|&(_, n)| n > 0).collect();
+            largest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            largest.truncate(top);
+            families.push(FamilyStats {
+                family: name.to_owned(),
+                entries,
+                buckets_used: used,
+                mean_bucket: if used > 0 { entries as f64 / used as f64 } else { 0.0 },
+                max_bucket: largest.first().map_or(0, |l| l.1),
+                largest: largest.into_iter().map(|(b, n)| (format!("{b:04x}"), n)).collect(),
+            });
+        }
+        let disk_bytes = self.disk_bytes();
+        let identity_digest = self
+            .stored_identity()?
+            .map(|s| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(s.as_bytes())))
+            .unwrap_or_default();
+        Ok(IndexStats {
+            dir: self.dir.display().to_string(),
+            articles: self.counts.articles,
+            unique: self.counts.unique,
+            duplicate: self.counts.articles - self.counts.unique,
+            disk_bytes,
+            bytes_per_article: if self.counts.articles > 0 {
+                disk_bytes as f64 / self.counts.articles as f64
+            } else {
+                0.0
+            },
+            identity_digest,
+            families,
+        })
+    }
+
+    /// Checks that the families agree: every searchable article has its four block entries, every
+    /// block entry points at an article with that fingerprint and sequence number, and the
+    /// counters match. Reads everything; meant for tests and operators after a crash.
+    pub fn verify(&self) -> Result<VerifyReport, IndexError> {
+        let mut report = VerifyReport::default();
+        let articles = self.cf(ARTICLES)?;
+        let mut it = self.db.raw_iterator_cf(articles);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            let id = String::from_utf8_lossy(key).into_owned();
+            report.articles += 1;
+            let art = self.decode_article(&id, value)?;
+            if art.decision == StoredDecision::Unique {
+                report.unique += 1;
+                for (name, block) in BLOCK_FAMILIES.iter().zip(art.fingerprint.blocks()) {
+                    let cf = self.cf(name)?;
+                    let k = block_key(block, art.fingerprint, art.seq);
+                    match self.db.get_cf(cf, k).map_err(rocks_err(&self.dir))? {
+                        Some(v) if v == key => {}
+                        Some(_) => report.problems.push(format!("{name}: entry of {id:?} names another id")),
+                        None => report.problems.push(format!("{name}: entry of {id:?} is missing")),
+                    }
+                }
+            }
+            if art.seq >= self.counts.next_seq {
+                report.problems.push(format!("{id:?} has seq {} >= next_seq {}", art.seq, self.counts.next_seq));
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        for name in BLOCK_FAMILIES {
+            let cf = self.cf(name)?;
+            let mut it = self.db.raw_iterator_cf(cf);
+            it.seek_to_first();
+            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+                report.block_entries += 1;
+                let id = String::from_utf8_lossy(value).into_owned();
+                match (parse_block_key(key), self.get(&id)?) {
+                    (Some((_, fp, seq)), Some(art)) if art.fingerprint == fp && art.seq == seq => {}
+                    (None, _) => report.problems.push(format!("{name}: malformed key")),
+                    (_, None) => report.problems.push(format!("{name}: entry points at missing article {id:?}")),
+                    _ => report.problems.push(format!("{name}: entry of {id:?} disagrees with its article")),
+                }
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+        }
+        if report.articles != self.counts.articles || report.unique != self.counts.unique {
+            report.problems.push(format!(
+                "counters say {} articles / {} unique, found {} / {}",
+                self.counts.articles, self.counts.unique, report.articles, report.unique
+            ));
+        }
+        if report.block_entries != report.unique * BLOCKS as u64 {
+            report.problems.push(format!(
+                "{} block entries for {} unique articles (expected {} each)",
+                report.block_entries, report.unique, BLOCKS
+            ));
+        }
+        Ok(report)
+    }
+}
+
+impl ArticleStore for RocksIndex {
+    fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError> {
+        let cf = self.cf(ARTICLES)?;
+        match self.db.get_pinned_cf(cf, id.as_bytes()).map_err(rocks_err(&self.dir))? {
+            None => Ok(None),
+            Some(raw) => self.decode_article(id, &raw).map(Some),
+        }
+    }
+
+    fn candidates(&self, fp: Fingerprint, max_distance: u32, out: &mut Vec<Candidate>) -> Result<(), IndexError> {
+        let first_new = out.len();
+        for (name, block) in BLOCK_FAMILIES.iter().zip(fp.blocks()) {
+            let cf = self.cf(name)?;
+            let prefix = block.to_be_bytes();
+            let mut opts = ReadOptions::default();
+            opts.set_prefix_same_as_start(true);
+            let mut it = self.db.raw_iterator_cf_opt(cf, opts);
+            it.seek(prefix);
+            while let Some(key) = it.key() {
+                let Some((b, other, seq)) = parse_block_key(key) else { break };
+                if b != block {
+                    break;
+                }
+                let distance = fp.distance(other);
+                // An article sharing several blocks appears in several families: keep it once.
+                if distance <= max_distance && !out[first_new..].iter().any(|c| c.seq == seq) {
+                    let id = it.value().map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+                    out.push(Candidate {
+                        seq,
+                        fingerprint: other,
+                        distance,
+                        id,
+                    });
+                }
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+        }
+        Ok(())
+    }
+
+    fn insert(&mut self, id: &str, article: &StoredArticle, searchable: bool) -> Result<(), IndexError> {
+        let mut value = Vec::with_capacity(128);
+        value.push(layout::ARTICLE_VALUE_FORMAT);
+        serde_json::to_writer(&mut value, article).map_err(|e| IndexError::Corrupt {
+            dir: self.dir.clone(),
+            message: format!("cannot encode article {id:?}: {e}"),
+        })?;
+        let mut counts = self.counts;
+        counts.articles += 1;
+        counts.next_seq = counts.next_seq.max(article.seq + 1);
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(ARTICLES)?, id.as_bytes(), &value);
+        if searchable {
+            counts.unique += 1;
+            for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {
+                batch.put_cf(self.cf(name)?, block_key(block, article.fingerprint, article.seq), id.as_bytes());
+            }
+        }
+        batch.put_cf(self.cf(META)?, layout::META_COUNTS, Self::encode_counts(&counts));
+        self.db.write_opt(batch, &self.write_opts).map_err(rocks_err(&self.dir))?;
+        self.counts = counts;
+        Ok(())
+    }
+
+    fn counts(&self) -> IndexCounts {
+        self.counts
+    }
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}

@@ -1,0 +1,16 @@
+//! newsdedup: near-duplicate detection for a news ingestion pipeline.
+//!
+//! The core is pure and broker-free: [`article`] (validate input) -> [`fingerprint`] (clean, segment,
+//! weigh, simhash) -> [`dedup`] (lookup + decision + insert against an [`index::ArticleStore`]).
+//! RocksDB ([`index::RocksIndex`]) and Kafka sit at the edges.
+
+pub mod article;
+pub mod batch;
+pub mod config;
+pub mod dedup;
+pub mod error;
+pub mod fingerprint;
+pub mod index;
+pub mod pipeline;
+pub mod simhash;
+pub mod text;

@@ -1,0 +1,275 @@
+//! Text cleaning: everything that differs between two copies of one article but says nothing about
+//! its story — markup, entities, width and case, URLs, whitespace, and the source/editor/ad lines
+//! reposting sites add — is removed here, before segmentation.
+
+use regex::Regex;
+use unicode_normalization::UnicodeNormalization;
+
+/// Reusable cleaner (holds compiled patterns). Cheap to share across threads.
+#[derive(Debug, Clone)]
+pub struct Cleaner {
+    attribute: Regex,
+    url: Regex,
+    boilerplate_line: Regex,
+    strip_boilerplate: bool,
+}
+
+impl Cleaner {
+    pub fn new(strip_boilerplate: bool) -> Cleaner {
+        Cleaner {
+            // Leftover markup attributes without their tag (`style="..."`, `w:st="on"`,
+            // `style=max-width:100%;/>`), common in scraped text.
+            attribute: Regex::new(r#"[A-Za-z][A-Za-z0-9_:-]*\s*=\s*(?:\\?"[^"\n]{0,2000}?\\?"|'[^'\n]{0,2000}?'|[^\s"'<>]*)\s*/?>?"#)
+                .expect("static regex"),
+            url: Regex::new(r"(?:https?://|www\.)[A-Za-z0-9._~:/?#\[\]@!$&'()*+,;=%-]+").expect("static regex"),
+            // Short lines that reposting sites add around a story: source, editor, original-title,
+            // copyright/disclaimer and call-to-action lines. Only whole short lines are dropped so that
+            // a sentence of the story that happens to start with such a word survives.
+            boilerplate_line: Regex::new(
+                r"(?m)^[ \t]*(?:(?:【)?(?:来源|稿源|出处|新闻来源|文章来源|本文来源|信息来源|责任编辑|责编|编辑|原标题|原文标题|原题|作者|图片来源|图源|摄影|免责声明|声明|版权声明|转载声明|特别声明)(?:】)?[ \t]*[:|].{0,120}|.{0,40}(?:阅读全文|查看原文|点击查看|阅读原文|展开全文|关注(?:我们|公众号|微信)|扫码关注|长按(?:识别|二维码)|本文来自|本文转载自|转载请注明|未经授权|侵删|广告).{0,40})[ \t]*$",
+            )
+            .expect("static regex"),
+            strip_boilerplate,
+        }
+    }
+
+    /// Cleans `text` into a normalised string: NFKC (full-width to half-width), lowercase, no markup,
+    /// no entities, no URLs, no boilerplate lines, whitespace collapsed to single spaces except
+    /// newlines, which are kept (one per paragraph) because later stages look at lines.
+    pub fn clean(&self, text: &str) -> String {
+        let normalised = normalize_width_case(text);
+        let no_tags = strip_tags_and_entities(&normalised);
+        let no_attrs = self.attribute.replace_all(&no_tags, " ");
+        let no_urls = self.url.replace_all(&no_attrs, " ");
+        let body = if self.strip_boilerplate {
+            self.boilerplate_line.replace_all(&no_urls, "")
+        } else {
+            no_urls
+        };
+        collapse_whitespace(&body)
+    }
+}
+
+/// NFKC + lowercase with a fast path: ASCII, CJK ideographs and CJK punctuation are NFKC-stable, and
+/// the full-width ASCII block maps by subtraction; only other runs go through the full algorithm.
+pub fn normalize_width_case(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut slow_run_start: Option<usize> = None;
+    for (i, c) in text.char_indices() {
+        let fast = match c {
+            'A'..='Z' => Some(c.to_ascii_lowercase()),
+            '\0'..='\x7f' => Some(c),
+            '\u{4e00}'..='\u{9fff}' | '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
+            '\u{3000}' => Some(' '),
+            '\u{ff01}'..='\u{ff5e}' => char::from_u32(c as u32 - 0xfee0).map(|h| h.to_ascii_lowercase()),
+            _ => None,
+        };
+        match fast {
+            Some(f) => {
+                if let Some(start) = slow_run_start.take() {
+                    push_nfkc_lower(&text[start..i], &mut out);
+                }
+                out.push(f);
+            }
+            None => {
+                if slow_run_start.is_none() {
+                    slow_run_start = Some(i);
+                }
+            }
+        }
+    }
+    if let Some(start) = slow_run_start {
+        push_nfkc_lower(&text[start..], &mut out);
+    }
+    out
+}
+
+fn push_nfkc_lower(run: &str, out: &mut String) {
+    for c in run.nfkc() {
+        out.extend(c.to_lowercase());
+    }
+}
+
+/// Removes HTML/XML tags and comments and decodes character entities. A `<` that does not open a
+/// tag (e.g. "a < b") is kept. Block-level tags become newlines so paragraphs stay apart.
+pub fn strip_tags_and_entities(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'<' if opens_tag(&bytes[i + 1..]) => {
+                let rest = &text[i..];
+                let end = if rest.starts_with("<!--") {
+                    rest.find("-->").map(|e| e + 3)
+                } else {
+                    // Tags longer than this are not tags; keeps the scan linear on hostile input.
+                    rest.bytes().take(4096).position(|b| b == b'>').map(|e| e + 1)
+                };
+                match end {
+                    Some(len) => {
+                        out.push(if is_block_tag(&rest[..len]) { '\n' } else { ' ' });
+                        i += len;
+                    }
+                    None => {
+                        out.push('<');
+                        i += 1;
+                    }
+                }
+            }
+            b'&' => match decode_entity(&text[i..]) {
+                Some((decoded, len)) => {
+                    out.push(decoded);
+                    i += len;
+                }
+                None => {
+                    out.push('&');
+                    i += 1;
+                }
+            },
+            _ => {
+                // Copy the run up to the next special byte in one go (both are ASCII, so the cut is
+                // always on a char boundary).
+                let run_end = bytes[i..]
+                    .iter()
+                    .position(|&b| b == b'<' || b == b'&')
+                    .map_or(bytes.len(), |p| i + p);
+                let run_end = if run_end == i { i + 1 } else { run_end };
+                out.push_str(&text[i..run_end]);
+                i = run_end;
+            }
+        }
+    }
+    out
+}
+
+fn opens_tag(after_lt: &[u8]) -> bool {
+    matches!(after_lt.first(), Some(b) if b.is_ascii_alphabetic() || *b == b'/' || *b == b'!' || *b == b'?')
+}
+
+fn is_block_tag(tag: &str) -> bool {
+    let name: String = tag
+        .trim_start_matches('<')
+        .trim_start_matches('/')
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    matches!(
+        name.as_str(),
+        "p" | "br" | "div" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "section" | "article" | "blockquote" | "table" | "ul" | "ol"
+    )
+}
+
+/// Decodes one entity at the start of `s` (`&amp;`, `&#20013;`, `&#x4e2d;`). Returns the char and the
+/// entity's byte length, or None if `s` does not start with a known entity.
+fn decode_entity(s: &str) -> Option<(char, usize)> {
+    let end = s.bytes().take(12).position(|b| b == b';')?;
+    let body = &s[1..end];
+    let c = if let Some(num) = body.strip_prefix('#') {
+        let code = match num.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => num.parse::<u32>().ok()?,
+        };
+        char::from_u32(code)?
+    } else {
+        match body {
+            "nbsp" | "ensp" | "emsp" | "thinsp" => ' ',
+            "amp" => '&',
+            "lt" => '<',
+            "gt" => '>',
+            "quot" => '"',
+            "apos" => '\'',
+            "ldquo" => '“',
+            "rdquo" => '”',
+            "lsquo" => '‘',
+            "rsquo" => '’',
+            "mdash" => '—',
+            "ndash" => '–',
+            "hellip" => '…',
+            "middot" => '·',
+            "times" => '×',
+            "copy" => '©',
+            "reg" => '®',
+            _ => return None,
+        }
+    };
+    Some((c, end + 1))
+}
+
+/// Collapses runs of whitespace: any run containing a newline becomes one '\n', others one ' '.
+/// Leading/trailing whitespace is dropped.
+pub fn collapse_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut pending: Option<char> = None;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            if c == '\n' || c == '\r' {
+                pending = Some('\n');
+            } else if pending.is_none() {
+                pending = Some(' ');
+            }
+        } else {
+            if let Some(p) = pending.take() {
+                if !out.is_empty() {
+                    out.push(p);
+                }
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clean(s: &str) -> String {
+        Cleaner::new(true).clean(s)
+    }
+
+    #[test]
+    fn width_and_case_are_normalised() {
+        assert_eq!(normalize_width_case("ＡＢＣ１２３，Ｈｅｌｌｏ　世界"), "abc123,hello 世界");
+        // Compatibility characters outside the fast path still go through NFKC.
+        assert_eq!(normalize_width_case("①ﬁ"), "1fi");
+    }
+
+    #[test]
+    fn tags_entities_and_comments_are_removed() {
+        assert_eq!(
+            clean("<p style=\"color:red\">中国&nbsp;新闻</p><!-- ad --><br/>第二段&amp;&#20013;&#x6587;"),
+            "中国 新闻\n第二段&中文"
+        );
+        // A lone '<' is text, not a tag.
+        assert_eq!(clean("a < b 和 1<2"), "a < b 和 1<2");
+        assert_eq!(clean("未闭合的 <div 标签"), "未闭合的 <div 标签");
+    }
+
+    #[test]
+    fn leftover_attributes_and_urls_are_removed() {
+        assert_eq!(clean("正文 style=\"margin-bottom: 10px; text-indent: 2em;\"继续"), "正文 继续");
+        assert_eq!(clean("图片 style=max-width:100%;/>1近日"), "图片 1近日");
+        assert_eq!(clean("详见 https://example.com/a?b=1 网站"), "详见 网站");
+    }
+
+    #[test]
+    fn boilerplate_lines_are_removed_but_story_lines_stay() {
+        let text = "来源：新华网\n记者从市政府获悉，地铁将开通。\n责任编辑：张三\n点击查看原文\n关注公众号获取更多";
+        assert_eq!(clean(text), "记者从市政府获悉,地铁将开通。");
+        assert_eq!(Cleaner::new(false).clean("来源：新华网\n正文"), "来源:新华网\n正文");
+    }
+
+    #[test]
+    fn whitespace_collapses_but_paragraphs_stay() {
+        assert_eq!(collapse_whitespace("  a \t b \n\n  c  "), "a b\nc");
+    }
+
+    #[test]
+    fn hostile_input_does_not_panic() {
+        for s in ["<", "&", "&#", "&#x;", "&#99999999999;", "<<<>>>", "<!--", "\u{0}", "&#xD800;"] {
+            let _ = clean(s);
+        }
+    }
+}

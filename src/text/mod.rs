@@ -1,0 +1,6 @@
+//! Text to features: `clean` (markup, width, boilerplate), `segment` (jieba words, stop words and
+//! token classes), `weigh` (TF-IDF with title weighting).
+
+pub mod clean;
+pub mod segment;
+pub mod weigh;

@@ -1,0 +1,143 @@
+//! Segmentation with jieba-rs and the token filter that decides which words become features.
+
+use rustc_hash::FxHashSet;
+
+/// What kind of token jieba produced; decides whether it can be a feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenClass {
+    /// Whitespace, punctuation, symbols, emoji: never a feature.
+    Punct,
+    /// Digits (with `.`, `,`, `%`): dates, amounts, counts.
+    Number,
+    /// Latin-script word (ASCII letters, maybe digits).
+    Latin,
+    /// Anything of one character that is not a number or Latin (mostly a CJK character).
+    SingleChar,
+    /// A multi-character word.
+    Word,
+}
+
+/// Classifies one token.
+pub fn classify(token: &str) -> TokenClass {
+    let mut chars = 0usize;
+    let mut alnum = false;
+    let mut all_number = true;
+    let mut has_digit = false;
+    let mut all_ascii_word = true;
+    let mut has_alpha = false;
+    for c in token.chars() {
+        chars += 1;
+        if c.is_alphanumeric() {
+            alnum = true;
+        }
+        if c.is_ascii_digit() {
+            has_digit = true;
+        } else if !matches!(c, '.' | ',' | '%') {
+            all_number = false;
+        }
+        if c.is_ascii_alphabetic() {
+            has_alpha = true;
+        } else if !(c.is_ascii_digit() || matches!(c, '-' | '_' | '.' | '\'')) {
+            all_ascii_word = false;
+        }
+    }
+    if !alnum {
+        TokenClass::Punct
+    } else if all_number && has_digit {
+        TokenClass::Number
+    } else if all_ascii_word && has_alpha {
+        TokenClass::Latin
+    } else if chars == 1 {
+        TokenClass::SingleChar
+    } else {
+        TokenClass::Word
+    }
+}
+
+/// Which token classes are kept, plus the stop-word list.
+#[derive(Debug, Clone)]
+pub struct TokenFilter {
+    stopwords: FxHashSet<String>,
+    keep_single_chars: bool,
+    keep_numbers: bool,
+    keep_latin: bool,
+}
+
+impl TokenFilter {
+    pub fn new(stopwords: FxHashSet<String>, keep_single_chars: bool, keep_numbers: bool, keep_latin: bool) -> Self {
+        TokenFilter {
+            stopwords,
+            keep_single_chars,
+            keep_numbers,
+            keep_latin,
+        }
+    }
+
+    /// True if `token` (already cleaned and lowercased) is a feature.
+    #[inline]
+    pub fn keep(&self, token: &str) -> bool {
+        let keep_class = match classify(token) {
+            TokenClass::Punct => false,
+            TokenClass::Number => self.keep_numbers,
+            // Scraped forum text carries anti-copy junk like "l5", "h9": two-character mixed tokens
+            // are dropped with single letters.
+            TokenClass::Latin => {
+                self.keep_latin && token.len() >= 2 && !(token.len() <= 2 && token.bytes().any(|b| b.is_ascii_digit()))
+            }
+            TokenClass::SingleChar => self.keep_single_chars,
+            TokenClass::Word => true,
+        };
+        keep_class && !self.stopwords.contains(token)
+    }
+
+    pub fn stopword_count(&self) -> usize {
+        self.stopwords.len()
+    }
+}
+
+/// Parses a stop-word list: one word per line, `#` comments, blank lines ignored. Words are
+/// normalised like text (NFKC, lowercase) so that they match cleaned tokens.
+pub fn parse_stopwords(text: &str) -> FxHashSet<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(super::clean::normalize_width_case)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes() {
+        assert_eq!(classify("，"), TokenClass::Punct);
+        assert_eq!(classify(" "), TokenClass::Punct);
+        assert_eq!(classify("😀"), TokenClass::Punct);
+        assert_eq!(classify("2019"), TokenClass::Number);
+        assert_eq!(classify("3.5%"), TokenClass::Number);
+        assert_eq!(classify("iphone"), TokenClass::Latin);
+        assert_eq!(classify("5g"), TokenClass::Latin);
+        assert_eq!(classify("中"), TokenClass::SingleChar);
+        assert_eq!(classify("中国"), TokenClass::Word);
+        assert_eq!(classify("a股"), TokenClass::Word);
+    }
+
+    #[test]
+    fn filter_drops_stopwords_punct_and_junk() {
+        let sw = parse_stopwords("# comment\n的\n我们\n\nＡＢＣ\n");
+        assert!(sw.contains("abc"));
+        let f = TokenFilter::new(sw, false, true, true);
+        assert!(!f.keep("的"));
+        assert!(!f.keep("我们"));
+        assert!(!f.keep("abc"));
+        assert!(!f.keep("。"));
+        assert!(!f.keep("国"));
+        assert!(!f.keep("l5"));
+        assert!(!f.keep("x"));
+        assert!(f.keep("5g网络"));
+        assert!(f.keep("2019"));
+        assert!(f.keep("nba"));
+        assert!(f.keep("新闻"));
+    }
+}

@@ -1,0 +1,282 @@
+//! The `newsdedup` binary end to end: batch over real corpus articles and every bad-input class,
+//! persistence and replays, kill -9 mid-run, index stats/verify, fingerprint and compare.
+
+mod common;
+
+use serde_json::{json, Value};
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+}
+
+fn run_batch(input: &Path, output: &Path, index: &Path) -> std::process::Output {
+    let out = bin()
+        .args(["batch", "--input"])
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "batch failed: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Corpus articles with planted reposts, as JSONL lines.
+fn corpus_stream(n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (i, a) in common::corpus_articles("sina_2018_patrick233.jsonl", n).into_iter().enumerate() {
+        let content = common::str_field(&a, "content").to_owned();
+        let title = common::str_field(&a, "title").to_owned();
+        let id = common::str_field(&a, "id").to_owned();
+        lines.push(serde_json::to_string(&Value::Object(a)).unwrap());
+        if i % 10 == 0 && content.chars().count() > 300 {
+            let repost = json!({
+                "id": format!("repost-{id}"),
+                "title": title,
+                "content": format!("<p>{content}</p>\n责任编辑：李四"),
+                "url": format!("https://mirror.example/{i}"),
+            });
+            lines.push(repost.to_string());
+        }
+    }
+    lines
+}
+
+#[test]
+fn batch_decides_every_line_in_order_and_reports_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = corpus_stream(300);
+    let bad: Vec<(Vec<u8>, &str)> = vec![
+        (b"this is not json".to_vec(), "bad_json"),
+        (b"{\"id\":\"x1\",\"content\":\"\xff\xfe\"}".to_vec(), "bad_utf8"),
+        (b"[1,2,3]".to_vec(), "not_object"),
+        (b"{\"content\":\"no id\"}".to_vec(), "missing_field"),
+        (b"{\"id\":\"x2\"}".to_vec(), "missing_field"),
+        (b"{\"id\":42,\"content\":\"x\"}".to_vec(), "wrong_type"),
+        (b"{\"id\":\"x3\",\"content\":\"x\",\"url\":5}".to_vec(), "wrong_type"),
+        (b"{\"id\":\"\",\"content\":\"x\"}".to_vec(), "bad_id"),
+        (b"{\"id\":\"x4\",\"content\":\"   \",\"title\":\"\"}".to_vec(), "empty_text"),
+        ("{\"id\":\"x5\",\"content\":\"，。！？😀\"}".as_bytes().to_vec(), "no_features"),
+        (b"".to_vec(), "bad_json"),
+    ];
+    let mut input = Vec::new();
+    let mut expected_invalid = Vec::new();
+    for (i, l) in lines.drain(..).enumerate() {
+        input.extend_from_slice(l.as_bytes());
+        input.push(b'\n');
+        if i % 30 == 5 && !bad.is_empty() {
+            let k = expected_invalid.len();
+            if let Some((b, reason)) = bad.get(k) {
+                input.extend_from_slice(b);
+                input.push(b'\n');
+                expected_invalid.push(*reason);
+            }
+        }
+    }
+    // An oversized line at the end (limit lowered for the test), without a trailing newline.
+    let oversized = format!("{{\"id\":\"big\",\"content\":\"{}\"}}", "长".repeat(50_000));
+    input.extend_from_slice(oversized.as_bytes());
+    let input_path = dir.path().join("in.jsonl");
+    std::fs::write(&input_path, &input).unwrap();
+    let out_path = dir.path().join("out.jsonl");
+    let index = dir.path().join("index");
+    let status = bin()
+        .args(["batch", "--max-article-bytes", "100000", "--input"])
+        .arg(&input_path)
+        .args(["--output"])
+        .arg(&out_path)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&status.stderr);
+    assert!(status.status.success(), "{stderr}");
+    assert!(stderr.contains("\"articles_per_sec\""), "summary missing: {stderr}");
+
+    let input_lines: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+    let out = read_jsonl(&out_path);
+    assert_eq!(out.len(), input_lines.len(), "one output line per input line");
+    let mut invalid_seen = Vec::new();
+    let mut dup_reposts = 0;
+    let mut reposts = 0;
+    for (n, (o, raw)) in out.iter().zip(&input_lines).enumerate() {
+        let dedup = &o["dedup"];
+        match dedup["decision"].as_str().unwrap() {
+            "invalid" => {
+                assert_eq!(o["line"], json!(n + 1));
+                let err = dedup["error"].as_str().unwrap();
+                invalid_seen.push(err.split(':').next().unwrap().to_owned());
+            }
+            decision => {
+                // The input object is echoed unchanged, plus `dedup`.
+                let input: Value = serde_json::from_slice(raw).unwrap();
+                let mut echoed = o.clone();
+                echoed.as_object_mut().unwrap().remove("dedup");
+                assert_eq!(echoed, input);
+                assert_eq!(dedup["fingerprint"].as_str().unwrap().len(), 16);
+                let id = o["id"].as_str().unwrap();
+                if id.starts_with("repost-") {
+                    reposts += 1;
+                    if decision == "duplicate" {
+                        dup_reposts += 1;
+                        let m = &dedup["match"];
+                        assert_eq!(format!("repost-{}", m["id"].as_str().unwrap()), id);
+                        assert!(m["distance"].as_u64().unwrap() <= 3);
+                        assert!(m["title"].is_string() && m["fingerprint"].is_string() && m.get("url").is_some());
+                    }
+                } else if decision == "unique" {
+                    assert!(dedup.get("match").is_none());
+                }
+            }
+        }
+    }
+    let mut expected: Vec<String> = expected_invalid.iter().map(|s| s.to_string()).collect();
+    expected.push("oversized".into());
+    assert_eq!(invalid_seen, expected);
+    assert!(reposts >= 20 && dup_reposts == reposts, "{dup_reposts}/{reposts} reposts caught");
+
+    // Second run over the same input and index: identical decisions (replays).
+    let out2_path = dir.path().join("out2.jsonl");
+    let status = bin()
+        .args(["batch", "--max-article-bytes", "100000", "--input"])
+        .arg(&input_path)
+        .args(["--output"])
+        .arg(&out2_path)
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    assert_eq!(std::fs::read(&out_path).unwrap(), std::fs::read(&out2_path).unwrap());
+
+    // stats and verify
+    let stats = bin().args(["index", "stats", "--json", "--index-dir"]).arg(&index).output().unwrap();
+    assert!(stats.status.success());
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let valid = out.iter().filter(|o| o["dedup"]["decision"] != "invalid").count() as u64;
+    assert_eq!(stats["articles"], json!(valid));
+    assert_eq!(stats["families"].as_array().unwrap().len(), 4);
+    let verify = bin().args(["index", "verify", "--index-dir"]).arg(&index).output().unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+}
+
+#[test]
+fn stdin_to_stdout_and_a_locked_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let mut child = bin()
+        .args(["batch", "--input", "-", "--output", "-", "--index-dir"])
+        .arg(&index)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the first process holds the index, a second one fails with a clear message.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let second = bin()
+        .args(["batch", "--input", "-", "--output", "-", "--index-dir"])
+        .arg(&index)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let msg = String::from_utf8_lossy(&second.stderr);
+    assert!(msg.contains("already in use by another process"), "{msg}");
+    {
+        let stdin = child.stdin.as_mut().unwrap();
+        stdin.write_all("{\"id\":\"a\",\"content\":\"北京时间今晚，中国女排以三比零战胜美国队，夺得世界杯冠军。\"}\n".as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["dedup"]["decision"], "unique");
+}
+
+#[test]
+fn kill_mid_run_then_resume_gives_identical_decisions_and_a_consistent_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_stream(6000);
+    let input_path = dir.path().join("in.jsonl");
+    std::fs::write(&input_path, lines.join("\n") + "\n").unwrap();
+
+    // Reference: one uninterrupted run.
+    let reference = dir.path().join("ref.jsonl");
+    run_batch(&input_path, &reference, &dir.path().join("ref-index"));
+
+    // Killed run: SIGKILL after some of the input is decided.
+    let index = dir.path().join("index");
+    let partial = dir.path().join("partial.jsonl");
+    let mut child = bin()
+        .args(["batch", "--quiet", "--input"])
+        .arg(&input_path)
+        .arg("--output")
+        .arg(&partial)
+        .arg("--index-dir")
+        .arg(&index)
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0) < 200_000 && start.elapsed().as_secs() < 60 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let verify = bin().args(["index", "verify", "--index-dir"]).arg(&index).output().unwrap();
+    assert!(verify.status.success(), "after kill: {}", String::from_utf8_lossy(&verify.stdout));
+    let after_kill: Value = serde_json::from_slice(&verify.stdout).unwrap();
+    let decided = after_kill["articles"].as_u64().unwrap();
+    assert!(decided > 0 && (decided as usize) < lines.len(), "kill came at {decided} of {}", lines.len());
+
+    // Resume over the whole input: identical to the reference, line for line.
+    let resumed = dir.path().join("resumed.jsonl");
+    run_batch(&input_path, &resumed, &index);
+    assert_eq!(read_jsonl(&reference), read_jsonl(&resumed));
+}
+
+#[test]
+fn fingerprint_and_compare_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = common::corpus_articles("peoples_daily_2019_2020.jsonl", 1).remove(0);
+    let content = common::str_field(&a, "content").to_owned();
+    let a_path = dir.path().join("a.json");
+    std::fs::write(&a_path, Value::Object(a.clone()).to_string()).unwrap();
+    let b_path = dir.path().join("b.json");
+    let b = json!({"id": "b", "title": a["title"], "content": format!("来源：人民网\n{content}")});
+    std::fs::write(&b_path, b.to_string()).unwrap();
+    // Plain text files work too.
+    let (ta, tb) = (dir.path().join("a.txt"), dir.path().join("b.txt"));
+    std::fs::write(&ta, &content).unwrap();
+    std::fs::write(&tb, format!("{content}\n责任编辑：张三")).unwrap();
+    let out = bin().arg("compare").arg(&ta).arg(&tb).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["distance"], 0, "{v}");
+
+    let out = bin().args(["fingerprint", "--explain", "--input"]).arg(&a_path).output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["id"], a["id"]);
+    assert_eq!(v["fingerprint"].as_str().unwrap().len(), 16);
+    assert!(v["features"].as_array().unwrap().len() >= 10);
+
+    let out = bin().arg("compare").arg(&a_path).arg(&b_path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["distance"].as_u64().unwrap() <= 3, "{v}");
+    assert_eq!(v["verdict"], "duplicate");
+    assert!(!v["top_shared"].as_array().unwrap().is_empty());
+}

@@ -1,0 +1,194 @@
+//! The decision against a real RocksDB index with the real fingerprinter (no broker).
+
+mod common;
+
+use newsdedup::config::{FingerprintConfig, IndexConfig};
+use newsdedup::dedup::{DecisionInput, Deduper, Verdict};
+use newsdedup::error::IndexError;
+use newsdedup::fingerprint::{Fingerprinter, NoFeatures};
+use newsdedup::index::RocksIndex;
+use std::sync::{Arc, Mutex};
+
+fn fingerprinter() -> Fingerprinter {
+    Fingerprinter::new(&FingerprintConfig::default()).unwrap()
+}
+
+const STORY: &str = "新华社北京3月5日电 第十三届全国人民代表大会第二次会议5日上午在人民大会堂开幕。国务院总理李克强作政府工作报告，\
+回顾2018年工作，部署2019年任务。报告提出，今年国内生产总值增长预期目标为6%至6.5%，城镇新增就业1100万人以上，\
+城镇调查失业率5.5%左右，居民消费价格涨幅3%左右。报告指出，要深化增值税改革，将制造业等行业现行16%的税率降至13%，\
+将交通运输业、建筑业等行业现行10%的税率降至9%。政府工作报告还提出，要大力优化营商环境，继续推进简政放权，\
+加快建设全国统一的大市场，稳步推进高水平对外开放，支持民营企业和中小企业发展。";
+
+#[test]
+fn chinese_is_segmented_into_many_weighted_words() {
+    let fp = fingerprinter();
+    let (f, feats) = fp.analyze("政府工作报告", STORY).unwrap();
+    assert!(f.features > 30, "only {} features", f.features);
+    let words: Vec<&str> = feats.iter().map(|x| x.word.as_str()).collect();
+    assert!(words.contains(&"政府工作报告") || words.contains(&"政府"), "{words:?}");
+    assert!(!words.contains(&"的"));
+    // Two unrelated texts do not collide (the naive one-token failure mode).
+    let other = fp.fingerprint("", "上海市气象台发布暴雨黄色预警，预计今天夜间到明天本市将出现大到暴雨，局部地区有大暴雨。").unwrap();
+    assert!(f.fingerprint.distance(other.fingerprint) > 10);
+}
+
+#[test]
+fn fingerprints_are_deterministic_across_threads_and_instances() {
+    let a = fingerprinter().fingerprint("标题", STORY).unwrap();
+    let fp = Arc::new(fingerprinter());
+    let handles: Vec<_> = (0..4)
+        .map(|_| {
+            let fp = Arc::clone(&fp);
+            std::thread::spawn(move || fp.fingerprint("标题", STORY).unwrap())
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), a);
+    }
+    // Pinned: a change here means every stored index is invalidated; bump the algorithm or
+    // cleaning version in the same commit.
+    assert_eq!(a.fingerprint.to_hex(), PINNED_STORY_FINGERPRINT);
+}
+
+const PINNED_STORY_FINGERPRINT: &str = "PIN_ME";
+
+#[test]
+fn unicode_edge_cases() {
+    let fp = fingerprinter();
+    assert_eq!(fp.fingerprint("", "，。！？……——“”《》【】!?.,;:"), Err(NoFeatures));
+    assert_eq!(fp.fingerprint("😀🎉👍", "🇨🇳🇺🇸 ❤️✨"), Err(NoFeatures));
+    assert_eq!(fp.fingerprint("", "的 了 是 在 我们"), Err(NoFeatures));
+    let (_, feats) = fp.analyze("", "苹果公司发布iPhone 15，搭载A17 Pro芯片，售价5999元。").unwrap();
+    let words: Vec<&str> = feats.iter().map(|f| f.word.as_str()).collect();
+    assert!(words.contains(&"iphone"), "{words:?}");
+    assert!(words.contains(&"苹果公司") || words.contains(&"苹果"), "{words:?}");
+    // Full-width and half-width spellings fingerprint the same.
+    let half = fp.fingerprint("", "ＮＢＡ总决赛，勇士队１２０比１１０获胜").unwrap();
+    let full = fp.fingerprint("", "NBA总决赛,勇士队120比110获胜").unwrap();
+    assert_eq!(half, full);
+    // Control characters, lone combining marks and private-use characters do not break anything.
+    assert!(fp.fingerprint("", "\u{0}\u{301}\u{e000}新闻\u{200b}发布会").is_ok());
+}
+
+#[test]
+fn ten_megabytes_of_content_is_bounded() {
+    let fp = fingerprinter();
+    let big = STORY.repeat(10 * 1024 * 1024 / STORY.len() + 1);
+    assert!(big.len() >= 10 * 1024 * 1024);
+    let f = fp.fingerprint("", &big).unwrap();
+    // Content past max_content_bytes is ignored, so a 10 MB article costs what 1 MiB does.
+    let capped = newsdedup::fingerprint::truncate_at_char_boundary(&big, FingerprintConfig::default().max_content_bytes);
+    assert_eq!(f, fp.fingerprint("", capped).unwrap());
+    // A 10 MB run of one character (no separators, no dictionary words): must simply return.
+    let _ = fp.fingerprint("", &"中".repeat(3_500_000));
+}
+
+fn decide(d: &mut Deduper<RocksIndex>, fp: &Fingerprinter, id: &str, title: &str, body: &str) -> newsdedup::dedup::Decision {
+    let f = fp.fingerprint(title, body).unwrap();
+    let url = format!("https://news.example/{id}");
+    d.decide(
+        &DecisionInput { id, url: Some(&url), title: Some(title), fingerprint: f.fingerprint },
+        1,
+    )
+    .unwrap()
+}
+
+#[test]
+fn duplicate_carries_the_match_and_replays_are_stable() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp = fingerprinter();
+    let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+    let mut d = Deduper::new(index, 3);
+    let first = decide(&mut d, &fp, "orig", "两会开幕", STORY);
+    assert_eq!(first.verdict, Verdict::Unique);
+    let repost = format!("来源：某某网\n{STORY}\n责任编辑：王五");
+    let second = decide(&mut d, &fp, "copy", "两会开幕", &repost);
+    match &second.verdict {
+        Verdict::Duplicate(m) => {
+            assert_eq!(m.id, "orig");
+            assert_eq!(m.url.as_deref(), Some("https://news.example/orig"));
+            assert_eq!(m.title.as_deref(), Some("两会开幕"));
+            assert_eq!(m.fingerprint, first.fingerprint);
+            assert_eq!(m.distance, first.fingerprint.distance(second.fingerprint));
+        }
+        v => panic!("expected duplicate, got {v:?}"),
+    }
+    // Replays: same decisions, never a duplicate of itself.
+    let again = decide(&mut d, &fp, "orig", "两会开幕", STORY);
+    assert_eq!(again.verdict, Verdict::Unique);
+    assert!(again.replayed);
+    let again = decide(&mut d, &fp, "copy", "两会开幕", &repost);
+    assert_eq!(again.verdict, second.verdict);
+    // Decisions persist across reopen.
+    drop(d);
+    let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+    let mut d = Deduper::new(index, 3);
+    let replay = decide(&mut d, &fp, "copy", "两会开幕", &repost);
+    assert_eq!(replay.verdict, second.verdict);
+    assert!(replay.replayed);
+    assert!(d.store().verify().unwrap().problems.is_empty());
+}
+
+#[test]
+fn index_refuses_another_identity_and_a_second_opener() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp = fingerprinter();
+    let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+    match RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()) {
+        Err(IndexError::Locked { .. }) => {}
+        other => panic!("expected Locked, got {:?}", other.err()),
+    }
+    drop(index);
+    let other = Fingerprinter::new(&FingerprintConfig { title_weight: 3.0, ..Default::default() }).unwrap();
+    match RocksIndex::open(dir.path(), other.identity(), &IndexConfig::default()) {
+        Err(e @ IndexError::IdentityMismatch { .. }) => {
+            let msg = e.to_string();
+            assert!(msg.contains("rebuild"), "{msg}");
+            assert!(msg.contains("\"title_weight\":3.0"), "{msg}");
+        }
+        other => panic!("expected IdentityMismatch, got {:?}", other.err()),
+    }
+}
+
+#[test]
+fn concurrent_near_duplicates_never_both_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let fp = Arc::new(fingerprinter());
+    let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+    let deduper = Arc::new(Mutex::new(Deduper::new(index, 3)));
+    let stories = common::corpus_articles("peoples_daily_2019_2020.jsonl", 40);
+    // Four threads each process a copy of every story at the same time (copies differ by
+    // boilerplate only), racing on the same fingerprints.
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let fp = Arc::clone(&fp);
+            let deduper = Arc::clone(&deduper);
+            let stories = stories.clone();
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                for (i, s) in stories.iter().enumerate() {
+                    let body = format!("{}\n来源：转载站{t}", common::str_field(s, "content"));
+                    let f = fp.fingerprint(common::str_field(s, "title"), &body).unwrap();
+                    let id = format!("s{i}-t{t}");
+                    let d = deduper
+                        .lock()
+                        .unwrap()
+                        .decide(&DecisionInput { id: &id, url: None, title: None, fingerprint: f.fingerprint }, 0)
+                        .unwrap();
+                    out.push((i, d.is_duplicate()));
+                }
+                out
+            })
+        })
+        .collect();
+    let mut uniques = vec![0; stories.len()];
+    for h in handles {
+        for (i, dup) in h.join().unwrap() {
+            uniques[i] += usize::from(!dup);
+        }
+    }
+    // Distinct People's Daily stories may legitimately be near-duplicates of each other (front-page
+    // continuations), so a story can have 0 uniques; never more than 1.
+    assert!(uniques.iter().all(|&u| u <= 1), "{uniques:?}");
+    assert!(uniques.iter().filter(|&&u| u == 1).count() > 30);
+}
