@@ -19,7 +19,7 @@ use std::time::Instant;
 
 fn identity() -> FingerprintIdentity {
     serde_json::from_value(serde_json::json!({
-        "algorithm": "bench", "cleaning": "bench", "dict_xxh3": "", "idf_xxh3": "", "stopwords_xxh3": "",
+        "algorithm": "bench", "cleaning": "bench", "sketch": "", "dict_xxh3": "", "idf_xxh3": "", "stopwords_xxh3": "",
         "hmm": true, "title_weight": 1.0, "unknown_idf": null, "keep_single_chars": false, "keep_numbers": true,
         "keep_latin": true, "pos_filter": [], "strip_boilerplate": true, "max_content_bytes": 0
     }))
@@ -35,7 +35,9 @@ fn main() {
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    let base = std::env::var("NEWSDEDUP_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
+    let base = std::env::var("NEWSDEDUP_BENCH_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::env::temp_dir());
     for n in sizes {
         let dir = tempfile::tempdir_in(&base).unwrap();
         let mut rng = SmallRng::seed_from_u64(n);
@@ -52,11 +54,15 @@ fn main() {
                 first_seen_ms: 1_570_000_000_000 + seq,
                 decision: StoredDecision::Unique,
                 matched: None,
+                sketch: None,
             };
             index.insert(&format!("article:{seq}"), &rec, true).unwrap();
             if last_print.elapsed().as_secs() >= 10 {
                 last_print = Instant::now();
-                eprintln!("  loading {n}: {seq} inserted ({:.0}/s)", seq as f64 / start.elapsed().as_secs_f64());
+                eprintln!(
+                    "  loading {n}: {seq} inserted ({:.0}/s)",
+                    seq as f64 / start.elapsed().as_secs_f64()
+                );
             }
         }
         let load_secs = start.elapsed().as_secs_f64();
@@ -76,7 +82,16 @@ fn main() {
             let id = format!("query:{i}");
             let t = Instant::now();
             let d = deduper
-                .decide(&DecisionInput { id: &id, url: Some("https://x.example/q"), title: Some("查询"), fingerprint: fp }, 0)
+                .decide(
+                    &DecisionInput {
+                        id: &id,
+                        url: Some("https://x.example/q"),
+                        title: Some("查询"),
+                        fingerprint: fp,
+                        sketch: None,
+                    },
+                    0,
+                )
                 .unwrap();
             hist.record(t.elapsed().as_nanos() as u64).unwrap();
             dups += usize::from(d.is_duplicate());

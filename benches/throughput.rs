@@ -13,10 +13,16 @@ use std::io::BufRead;
 use std::time::Instant;
 
 fn corpus(limit: usize) -> Vec<(String, String)> {
-    let dir = std::env::var("NEWSDEDUP_CORPUS_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/corpus").to_owned());
+    let dir = std::env::var("NEWSDEDUP_CORPUS_DIR").unwrap_or_else(|_| {
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/corpus").to_owned()
+    });
     let mut out = Vec::new();
-    for file in ["peoples_daily_2019_2020.jsonl", "sina_2018_patrick233.jsonl", "bdci2019_inews.jsonl", "sogou_smarty_2008_2012.jsonl"] {
+    for file in [
+        "peoples_daily_2019_2020.jsonl",
+        "sina_2018_patrick233.jsonl",
+        "bdci2019_inews.jsonl",
+        "sogou_smarty_2008_2012.jsonl",
+    ] {
         let path = format!("{dir}/{file}");
         let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
         for line in std::io::BufReader::new(f).lines() {
@@ -31,7 +37,12 @@ fn corpus(limit: usize) -> Vec<(String, String)> {
     out
 }
 
-fn measure(name: &str, texts: &[(String, String)], rounds: usize, mut f: impl FnMut(&str, &str)) -> f64 {
+fn measure(
+    name: &str,
+    texts: &[(String, String)],
+    rounds: usize,
+    mut f: impl FnMut(&str, &str),
+) -> f64 {
     let bytes: usize = texts.iter().map(|(t, c)| t.len() + c.len()).sum();
     let mut best = f64::MAX;
     for _ in 0..rounds {
@@ -42,7 +53,12 @@ fn measure(name: &str, texts: &[(String, String)], rounds: usize, mut f: impl Fn
         best = best.min(start.elapsed().as_secs_f64());
     }
     let aps = texts.len() as f64 / best;
-    println!("{name:<28} {:>9.0} articles/s {:>7.1} MB/s  ({} articles, best of {rounds})", aps, bytes as f64 / 1e6 / best, texts.len());
+    println!(
+        "{name:<28} {:>9.0} articles/s {:>7.1} MB/s  ({} articles, best of {rounds})",
+        aps,
+        bytes as f64 / 1e6 / best,
+        texts.len()
+    );
     aps
 }
 
@@ -50,7 +66,10 @@ fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let limit = std::env::var("NEWSDEDUP_BENCH_ARTICLES").ok().and_then(|s| s.parse().ok()).unwrap_or(usize::MAX);
+    let limit = std::env::var("NEWSDEDUP_BENCH_ARTICLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(usize::MAX);
     let texts = corpus(limit);
     let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
     let jieba = fp.jieba();

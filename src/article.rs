@@ -148,14 +148,22 @@ impl Article {
                 ))
             }
         };
-        let fail = |reason, message: String| Err(InvalidArticle::new(reason, message).with_id(Some(id.clone())));
+        let fail = |reason, message: String| {
+            Err(InvalidArticle::new(reason, message).with_id(Some(id.clone())))
+        };
         if id.is_empty() {
-            return Err(InvalidArticle::new(InvalidReason::BadId, "field `id` is empty"));
+            return Err(InvalidArticle::new(
+                InvalidReason::BadId,
+                "field `id` is empty",
+            ));
         }
         if id.len() > MAX_ID_BYTES {
             return Err(InvalidArticle::new(
                 InvalidReason::BadId,
-                format!("field `id` is {} bytes; the limit is {MAX_ID_BYTES}", id.len()),
+                format!(
+                    "field `id` is {} bytes; the limit is {MAX_ID_BYTES}",
+                    id.len()
+                ),
             ));
         }
         match fields.get("content") {
@@ -250,7 +258,8 @@ mod tests {
 
     #[test]
     fn valid_article_keeps_unknown_fields_in_order() {
-        let a = parse(r#"{"z":1,"id":"a1","content":"正文","title":"标题","extra":{"k":[1,2]}}"#).unwrap();
+        let a = parse(r#"{"z":1,"id":"a1","content":"正文","title":"标题","extra":{"k":[1,2]}}"#)
+            .unwrap();
         assert_eq!(a.id(), "a1");
         assert_eq!(a.content(), "正文");
         assert_eq!(a.title(), "标题");
@@ -273,11 +282,26 @@ mod tests {
         assert_eq!(reason(b"[1,2]"), InvalidReason::NotObject);
         assert_eq!(reason(b"{\"content\":\"x\"}"), InvalidReason::MissingField);
         assert_eq!(reason(b"{\"id\":\"a\"}"), InvalidReason::MissingField);
-        assert_eq!(reason(b"{\"id\":7,\"content\":\"x\"}"), InvalidReason::WrongType);
-        assert_eq!(reason(b"{\"id\":\"a\",\"content\":5}"), InvalidReason::WrongType);
-        assert_eq!(reason(b"{\"id\":\"a\",\"content\":\"x\",\"title\":[]}"), InvalidReason::WrongType);
-        assert_eq!(reason(b"{\"id\":\"\",\"content\":\"x\"}"), InvalidReason::BadId);
-        assert_eq!(reason(b"{\"id\":\"a\",\"content\":\" \"}"), InvalidReason::EmptyText);
+        assert_eq!(
+            reason(b"{\"id\":7,\"content\":\"x\"}"),
+            InvalidReason::WrongType
+        );
+        assert_eq!(
+            reason(b"{\"id\":\"a\",\"content\":5}"),
+            InvalidReason::WrongType
+        );
+        assert_eq!(
+            reason(b"{\"id\":\"a\",\"content\":\"x\",\"title\":[]}"),
+            InvalidReason::WrongType
+        );
+        assert_eq!(
+            reason(b"{\"id\":\"\",\"content\":\"x\"}"),
+            InvalidReason::BadId
+        );
+        assert_eq!(
+            reason(b"{\"id\":\"a\",\"content\":\" \"}"),
+            InvalidReason::EmptyText
+        );
     }
 
     #[test]

@@ -137,7 +137,9 @@ where
         // Unblock the reader if we stopped early, then collect its outcome.
         drop(credit_tx);
         drop(out_rx);
-        let read = reader_handle.join().unwrap_or_else(|_| Err(io::Error::other("reader thread panicked")));
+        let read = reader_handle
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("reader thread panicked")));
         result?;
         Ok(read?)
     })
@@ -239,7 +241,9 @@ pub fn run_batch<S: ArticleStore>(
                         summary.unique += 1;
                     }
                 }
-                Outcome::Invalid { error, .. } => *summary.invalid.entry(error.reason.as_str()).or_default() += 1,
+                Outcome::Invalid { error, .. } => {
+                    *summary.invalid.entry(error.reason.as_str()).or_default() += 1
+                }
             }
             serde_json::to_writer(&mut *output, outcome.record()).map_err(io::Error::from)?;
             output.write_all(b"\n")?;
@@ -289,7 +293,10 @@ mod tests {
         // Limits are checked across buffer refills too.
         let big = vec![b'x'; 100_000];
         let mut r = io::BufReader::with_capacity(16, &big[..]);
-        assert!(matches!(read_line_limited(&mut r, 1000).unwrap(), Some(Line::TooLong(100_000))));
+        assert!(matches!(
+            read_line_limited(&mut r, 1000).unwrap(),
+            Some(Line::TooLong(100_000))
+        ));
     }
 
     #[test]
@@ -327,7 +334,13 @@ mod tests {
             2,
             8,
             |_| (),
-            |n, _| if n == 10 { Err(io::Error::other("stop")) } else { Ok(()) },
+            |n, _| {
+                if n == 10 {
+                    Err(io::Error::other("stop"))
+                } else {
+                    Ok(())
+                }
+            },
         );
         assert!(r.is_err());
     }

@@ -1,6 +1,7 @@
 //! Configuration: the fingerprint parameters (which define the fingerprint identity) and the
 //! service/index settings, loaded from TOML (see config/default.toml for every key).
 
+use crate::sketch::Similarity;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -82,11 +83,37 @@ pub struct DedupConfig {
     /// Largest Hamming distance at which two articles are near-duplicates. Up to 3 is exhaustive
     /// (pigeonhole over four 16-bit blocks); above 3 only candidates sharing a block are seen.
     pub threshold: u32,
+    /// Second check of candidates within `threshold`: the estimated 4-gram containment must be at
+    /// least this (0 disables). Removes templated reports whose word mix is alike but text is not.
+    pub confirm_min_containment: f64,
+    /// Candidates beyond `threshold` up to this distance (found because they share a 16-bit block)
+    /// are duplicates if the second check is strong: admits reposts whose edits moved the simhash a
+    /// little too far. 0 disables.
+    pub rescue_distance: u32,
+    /// Minimum estimated 4-gram containment for a rescued candidate.
+    pub rescue_min_containment: f64,
+}
+
+impl DedupConfig {
+    /// Whether a candidate at simhash `distance` with second-check score `sim` is a duplicate.
+    pub fn accepts(&self, distance: u32, sim: Option<Similarity>) -> bool {
+        if distance <= self.threshold {
+            sim.is_none_or(|s| s.containment >= self.confirm_min_containment)
+        } else {
+            distance <= self.rescue_distance
+                && sim.is_some_and(|s| s.containment >= self.rescue_min_containment)
+        }
+    }
 }
 
 impl Default for DedupConfig {
     fn default() -> Self {
-        DedupConfig { threshold: 3 }
+        DedupConfig {
+            threshold: 3,
+            confirm_min_containment: 0.0,
+            rescue_distance: 0,
+            rescue_min_containment: 0.8,
+        }
     }
 }
 
@@ -97,8 +124,8 @@ pub struct Config {
     pub fingerprint: FingerprintConfig,
     pub index: IndexConfig,
     pub dedup: DedupConfig,
-    /// Service settings (`newsdedup run`); kept as a TOML table and interpreted by the service.
-    pub service: Option<toml::Table>,
+    /// Service settings (`newsdedup run`, see `kafka::config`).
+    pub service: crate::kafka::config::ServiceConfig,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -5,9 +5,11 @@
 //! flight can never both come out unique). Fingerprinting, the expensive part, happens before and
 //! in parallel; only this step is serial.
 
-use crate::index::{ArticleStore, Candidate, MatchRef, StoredArticle, StoredDecision};
+use crate::config::DedupConfig;
 use crate::error::IndexError;
+use crate::index::{ArticleStore, Candidate, MatchRef, StoredArticle, StoredDecision};
 use crate::simhash::Fingerprint;
+use crate::sketch::{Similarity, Sketch};
 use serde_json::{json, Map, Value};
 
 /// What the decision needs to know about an article.
@@ -17,6 +19,8 @@ pub struct DecisionInput<'a> {
     pub url: Option<&'a str>,
     pub title: Option<&'a str>,
     pub fingerprint: Fingerprint,
+    /// Content sketch for the second check (None: simhash distance alone decides).
+    pub sketch: Option<&'a Sketch>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,15 +30,17 @@ pub enum Verdict {
 }
 
 /// The decision for one article.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub verdict: Verdict,
     /// The fingerprint the decision was made with (the stored one on a replay).
     pub fingerprint: Fingerprint,
     /// True if the id was already indexed and the stored decision was returned.
     pub replayed: bool,
-    /// Candidates within the threshold that the lookup saw.
+    /// Candidates within the search distance that the lookup saw.
     pub candidates: usize,
+    /// Second-check score against the match (when both sides have a sketch).
+    pub similarity: Option<Similarity>,
 }
 
 impl Decision {
@@ -45,7 +51,9 @@ impl Decision {
     /// The `dedup` object of the output record.
     pub fn to_json(&self) -> Value {
         match &self.verdict {
-            Verdict::Unique => json!({"decision": "unique", "fingerprint": self.fingerprint.to_hex()}),
+            Verdict::Unique => {
+                json!({"decision": "unique", "fingerprint": self.fingerprint.to_hex()})
+            }
             Verdict::Duplicate(m) => json!({
                 "decision": "duplicate",
                 "fingerprint": self.fingerprint.to_hex(),
@@ -76,7 +84,10 @@ pub fn invalid_record(line: Option<u64>, id: Option<&str>, error: &str) -> Value
     if let Some(id) = id {
         out.insert("id".into(), json!(id));
     }
-    out.insert("dedup".into(), json!({"decision": "invalid", "error": error}));
+    out.insert(
+        "dedup".into(),
+        json!({"decision": "invalid", "error": error}),
+    );
     Value::Object(out)
 }
 
@@ -87,21 +98,36 @@ pub fn best_candidate(candidates: &[Candidate]) -> Option<&Candidate> {
 
 pub struct Deduper<S: ArticleStore> {
     store: S,
-    threshold: u32,
+    rule: DedupConfig,
     scratch: Vec<Candidate>,
 }
 
 impl<S: ArticleStore> Deduper<S> {
+    /// A deduper with the default decision rule at `threshold`.
     pub fn new(store: S, threshold: u32) -> Self {
+        Self::with_config(
+            store,
+            DedupConfig {
+                threshold,
+                ..DedupConfig::default()
+            },
+        )
+    }
+
+    pub fn with_config(store: S, rule: DedupConfig) -> Self {
         Deduper {
             store,
-            threshold,
+            rule,
             scratch: Vec::new(),
         }
     }
 
     pub fn threshold(&self) -> u32 {
-        self.threshold
+        self.rule.threshold
+    }
+
+    pub fn config(&self) -> &DedupConfig {
+        &self.rule
     }
 
     pub fn store(&self) -> &S {
@@ -113,26 +139,44 @@ impl<S: ArticleStore> Deduper<S> {
     }
 
     /// Decides one article and records the decision. `now_ms` is the first-seen time to store.
-    pub fn decide(&mut self, input: &DecisionInput<'_>, now_ms: u64) -> Result<Decision, IndexError> {
+    pub fn decide(
+        &mut self,
+        input: &DecisionInput<'_>,
+        now_ms: u64,
+    ) -> Result<Decision, IndexError> {
         if let Some(stored) = self.store.get(input.id)? {
             return Ok(Self::replay(stored));
         }
+        let search = self.rule.threshold.max(self.rule.rescue_distance);
         self.scratch.clear();
-        self.store.candidates(input.fingerprint, self.threshold, &mut self.scratch)?;
+        self.store
+            .candidates(input.fingerprint, search, &mut self.scratch)?;
+        // Nearest first, then earliest seen: the first candidate the rule accepts is the match.
+        self.scratch.sort_by_key(|c| (c.distance, c.seq));
         let candidates = self.scratch.len();
-        let matched = match best_candidate(&self.scratch) {
-            None => None,
-            Some(best) => {
-                let original = self.store.get(&best.id)?;
-                Some(MatchRef {
-                    id: best.id.clone(),
+        let mut matched = None;
+        let mut similarity = None;
+        for c in &self.scratch {
+            let original = self.store.get(&c.id)?;
+            let sim = match (
+                input.sketch,
+                original.as_ref().and_then(|o| o.sketch.as_ref()),
+            ) {
+                (Some(a), Some(b)) => Some(a.similarity(b)),
+                _ => None,
+            };
+            if self.rule.accepts(c.distance, sim) {
+                similarity = sim;
+                matched = Some(MatchRef {
+                    id: c.id.clone(),
                     url: original.as_ref().and_then(|o| o.url.clone()),
                     title: original.and_then(|o| o.title),
-                    fingerprint: best.fingerprint,
-                    distance: best.distance,
-                })
+                    fingerprint: c.fingerprint,
+                    distance: c.distance,
+                });
+                break;
             }
-        };
+        }
         let record = StoredArticle {
             seq: self.store.counts().next_seq,
             fingerprint: input.fingerprint,
@@ -145,6 +189,7 @@ impl<S: ArticleStore> Deduper<S> {
                 StoredDecision::Unique
             },
             matched: matched.clone(),
+            sketch: input.sketch.copied(),
         };
         // Only unique articles become searchable: a duplicate always points at the first copy of
         // its story, never at another copy.
@@ -154,6 +199,7 @@ impl<S: ArticleStore> Deduper<S> {
             fingerprint: input.fingerprint,
             replayed: false,
             candidates,
+            similarity,
         })
     }
 
@@ -167,6 +213,7 @@ impl<S: ArticleStore> Deduper<S> {
             fingerprint: stored.fingerprint,
             replayed: true,
             candidates: 0,
+            similarity: None,
         }
     }
 }

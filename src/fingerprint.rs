@@ -3,13 +3,13 @@
 use crate::config::FingerprintConfig;
 use crate::error::ResourceError;
 use crate::simhash::{self, feature_hash, Fingerprint, SimhashAccumulator};
+use crate::sketch::{self as sketch_mod, Sketch};
 use crate::text::clean::Cleaner;
 use crate::text::segment::{parse_stopwords, TokenFilter};
 use crate::text::weigh::{quantize, tfidf, IdfTable};
 use jieba_rs::Jieba;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
 
 const BUILTIN_DICT: &str = include_str!("../config/jieba_dict.txt");
 const BUILTIN_IDF: &str = include_str!("../config/jieba_idf.txt");
@@ -22,6 +22,7 @@ const BUILTIN_STOPWORDS: &str = include_str!("../config/stopwords_zh.txt");
 pub struct FingerprintIdentity {
     pub algorithm: String,
     pub cleaning: String,
+    pub sketch: String,
     pub dict_xxh3: String,
     pub idf_xxh3: String,
     pub stopwords_xxh3: String,
@@ -44,7 +45,10 @@ impl FingerprintIdentity {
 
     /// Short digest of the canonical form, for logs and `index stats`.
     pub fn digest(&self) -> String {
-        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(self.to_json().as_bytes()))
+        format!(
+            "{:016x}",
+            xxhash_rust::xxh3::xxh3_64(self.to_json().as_bytes())
+        )
     }
 }
 
@@ -69,6 +73,8 @@ pub struct Fingerprinted {
     pub fingerprint: Fingerprint,
     /// Number of distinct features that voted.
     pub features: usize,
+    /// Character 4-gram sketch of the cleaned content, for the second check.
+    pub sketch: Sketch,
 }
 
 /// The article had no word left to fingerprint (only punctuation, emoji, stop words...).
@@ -88,7 +94,11 @@ pub struct Fingerprinter {
     identity: FingerprintIdentity,
 }
 
-fn read_resource(path: &Option<std::path::PathBuf>, builtin: &'static str, what: &'static str) -> Result<(std::borrow::Cow<'static, str>, String), ResourceError> {
+fn read_resource(
+    path: &Option<std::path::PathBuf>,
+    builtin: &'static str,
+    what: &'static str,
+) -> Result<(std::borrow::Cow<'static, str>, String), ResourceError> {
     match path {
         None => Ok((builtin.into(), format!("built-in {what}"))),
         Some(p) => std::fs::read_to_string(p)
@@ -109,7 +119,8 @@ impl Fingerprinter {
     pub fn new(config: &FingerprintConfig) -> Result<Fingerprinter, ResourceError> {
         let (dict, dict_origin) = read_resource(&config.dict_path, BUILTIN_DICT, "dictionary")?;
         let (idf_text, idf_origin) = read_resource(&config.idf_path, BUILTIN_IDF, "IDF table")?;
-        let (stop_text, _) = read_resource(&config.stopwords_path, BUILTIN_STOPWORDS, "stop-word list")?;
+        let (stop_text, _) =
+            read_resource(&config.stopwords_path, BUILTIN_STOPWORDS, "stop-word list")?;
         let jieba = Jieba::with_dict(&mut dict.as_bytes()).map_err(|e| ResourceError::Invalid {
             what: "dictionary",
             origin: dict_origin,
@@ -139,6 +150,7 @@ impl Fingerprinter {
         let identity = FingerprintIdentity {
             algorithm: simhash::ALGORITHM.into(),
             cleaning: CLEANING_VERSION.into(),
+            sketch: sketch_mod::SKETCH_VERSION.into(),
             dict_xxh3: digest(&dict),
             idf_xxh3: digest(&idf_text),
             stopwords_xxh3: digest(&stop_text),
@@ -193,7 +205,11 @@ impl Fingerprinter {
             }
         } else {
             for tag in self.jieba.tag(text, self.config.hmm) {
-                let pos_ok = self.config.pos_filter.iter().any(|p| tag.tag.starts_with(p.as_str()));
+                let pos_ok = self
+                    .config
+                    .pos_filter
+                    .iter()
+                    .any(|p| tag.tag.starts_with(p.as_str()));
                 if pos_ok && self.filter.keep(tag.word) {
                     emit(tag.word);
                 }
@@ -202,7 +218,11 @@ impl Fingerprinter {
     }
 
     /// Term statistics of an article: word -> (term frequency, occurs in title).
-    fn term_stats<'a>(&'a self, title: &'a str, content: &'a str) -> FxHashMap<&'a str, (u32, bool)> {
+    fn term_stats<'a>(
+        &'a self,
+        title: &'a str,
+        content: &'a str,
+    ) -> FxHashMap<&'a str, (u32, bool)> {
         let mut terms: FxHashMap<&str, (u32, bool)> = FxHashMap::default();
         self.for_each_word(title, |w| {
             let e = terms.entry(w).or_insert((0, true));
@@ -235,11 +255,16 @@ impl Fingerprinter {
         Ok(Fingerprinted {
             fingerprint: acc.finish(),
             features: terms.len(),
+            sketch: Sketch::of(&content),
         })
     }
 
     /// Fingerprint plus every feature sorted by weight (heaviest first, ties by word).
-    pub fn analyze(&self, title: &str, content: &str) -> Result<(Fingerprinted, Vec<Feature>), NoFeatures> {
+    pub fn analyze(
+        &self,
+        title: &str,
+        content: &str,
+    ) -> Result<(Fingerprinted, Vec<Feature>), NoFeatures> {
         let (title, content) = self.clean(title, content);
         let terms = self.term_stats(&title, &content);
         if terms.is_empty() {
@@ -262,11 +287,16 @@ impl Fingerprinter {
                 }
             })
             .collect();
-        features.sort_by(|a, b| b.weight.total_cmp(&a.weight).then_with(|| a.word.cmp(&b.word)));
+        features.sort_by(|a, b| {
+            b.weight
+                .total_cmp(&a.weight)
+                .then_with(|| a.word.cmp(&b.word))
+        });
         Ok((
             Fingerprinted {
                 fingerprint: acc.finish(),
                 features: features.len(),
+                sketch: Sketch::of(&content),
             },
             features,
         ))
@@ -288,9 +318,4 @@ pub fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
         end -= 1;
     }
     &s[..end]
-}
-
-/// Loads the fingerprinter from a file path, for tools that take `--config`.
-pub fn load(config: &FingerprintConfig, _config_dir: Option<&Path>) -> Result<Fingerprinter, ResourceError> {
-    Fingerprinter::new(config)
 }

@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
 use newsdedup::batch::{self, BatchOptions, Line};
-use newsdedup::config::Config;
+use newsdedup::config::{Config, DedupConfig};
 use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::{Feature, Fingerprinter};
 use newsdedup::index::RocksIndex;
@@ -86,6 +86,13 @@ enum Command {
         /// No progress lines on stderr (the summary is still printed).
         #[arg(long)]
         quiet: bool,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
+    /// Kafka consumer service: articles.raw -> articles.unique / articles.duplicate / articles.dlq.
+    Run {
+        #[command(flatten)]
+        args: Box<newsdedup::service::RunArgs>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -200,7 +207,8 @@ fn run(cli: Cli) -> Result<()> {
             let config = load_config(&common)?;
             let threshold = check_threshold(threshold.unwrap_or(config.dedup.threshold))?;
             let fp = fingerprinter(&config)?;
-            let report = compare(&fp, &a, &b, threshold, top, explain)?;
+            let rule = DedupConfig { threshold, ..config.dedup.clone() };
+            let report = compare(&fp, &a, &b, &rule, top, explain)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }
@@ -209,7 +217,7 @@ fn run(cli: Cli) -> Result<()> {
             let threshold = check_threshold(threshold.unwrap_or(config.dedup.threshold))?;
             let fp = fingerprinter(&config)?;
             let index = RocksIndex::open(&index_dir, fp.identity(), &config.index)?;
-            let mut deduper = Deduper::new(index, threshold);
+            let mut deduper = Deduper::with_config(index, DedupConfig { threshold, ..config.dedup.clone() });
             let mut out = open_output(&output)?;
             let opts = BatchOptions {
                 threads: threads(t),
@@ -222,6 +230,7 @@ fn run(cli: Cli) -> Result<()> {
             eprintln!("batch: done: {}", summary.to_json());
             Ok(())
         }
+        Command::Run { args, common } => newsdedup::service::run(*args, load_config(&common)?),
         Command::Index { command } => match command {
             IndexCommand::Stats { index_dir, top, json } => {
                 ensure_index_exists(&index_dir)?;
@@ -306,12 +315,14 @@ fn read_compare_input(path: &Path) -> Result<(String, String, String)> {
     Ok((path.display().to_string(), String::new(), text))
 }
 
-fn compare(fp: &Fingerprinter, a: &Path, b: &Path, threshold: u32, top: usize, explain: bool) -> Result<Value> {
+fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usize, explain: bool) -> Result<Value> {
     let (id_a, title_a, content_a) = read_compare_input(a)?;
     let (id_b, title_b, content_b) = read_compare_input(b)?;
     let (fa, feats_a) = fp.analyze(&title_a, &content_a).with_context(|| format!("{}", a.display()))?;
     let (fb, feats_b) = fp.analyze(&title_b, &content_b).with_context(|| format!("{}", b.display()))?;
     let distance = fa.fingerprint.distance(fb.fingerprint);
+    let sim = fa.sketch.similarity(&fb.sketch);
+    let shares_block = fa.fingerprint.blocks().iter().zip(fb.fingerprint.blocks()).any(|(x, y)| *x == y);
     let weights_b: HashMap<&str, f64> = feats_b.iter().map(|f| (f.word.as_str(), f.weight)).collect();
     let weights_a: HashMap<&str, f64> = feats_a.iter().map(|f| (f.word.as_str(), f.weight)).collect();
     let shared: Vec<Value> = feats_a
@@ -333,8 +344,12 @@ fn compare(fp: &Fingerprinter, a: &Path, b: &Path, threshold: u32, top: usize, e
         "a": {"id": id_a, "fingerprint": fa.fingerprint.to_hex(), "features": fa.features},
         "b": {"id": id_b, "fingerprint": fb.fingerprint.to_hex(), "features": fb.features},
         "distance": distance,
-        "threshold": threshold,
-        "verdict": if distance <= threshold { "duplicate" } else { "distinct" },
+        "threshold": rule.threshold,
+        "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
+        "shares_block": shares_block,
+        // The index only sees candidates that share a 16-bit block (always true within distance 3).
+        "verdict": if shares_block && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
+        "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
         "top_shared": shared,
         "top_only_in_a": only(&feats_a, &weights_b),

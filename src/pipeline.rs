@@ -12,7 +12,10 @@ use serde_json::Value;
 /// Result of the parallel stage.
 #[derive(Debug)]
 pub enum Prepared {
-    Valid { article: Article, fingerprint: Fingerprinted },
+    Valid {
+        article: Article,
+        fingerprint: Fingerprinted,
+    },
     Invalid(InvalidArticle),
 }
 
@@ -23,7 +26,10 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
         Err(e) => return Prepared::Invalid(e),
     };
     match fingerprinter.fingerprint(article.title(), article.content()) {
-        Ok(fingerprint) => Prepared::Valid { article, fingerprint },
+        Ok(fingerprint) => Prepared::Valid {
+            article,
+            fingerprint,
+        },
         Err(e) => Prepared::Invalid(InvalidArticle {
             reason: InvalidReason::NoFeatures,
             message: e.to_string(),
@@ -35,8 +41,14 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
 /// Result of the serial stage: the output record and what happened.
 #[derive(Debug)]
 pub enum Outcome {
-    Decided { record: Value, decision: Decision },
-    Invalid { record: Value, error: InvalidArticle },
+    Decided {
+        record: Value,
+        decision: Decision,
+    },
+    Invalid {
+        record: Value,
+        error: InvalidArticle,
+    },
 }
 
 impl Outcome {
@@ -59,13 +71,17 @@ pub fn decide<S: ArticleStore>(
             record: dedup::invalid_record(line, error.id.as_deref(), &error.to_string()),
             error,
         }),
-        Prepared::Valid { article, fingerprint } => {
+        Prepared::Valid {
+            article,
+            fingerprint,
+        } => {
             let title = article.title();
             let input = DecisionInput {
                 id: article.id(),
                 url: article.url(),
                 title: (!title.is_empty()).then_some(title),
                 fingerprint: fingerprint.fingerprint,
+                sketch: Some(&fingerprint.sketch),
             };
             let decision = deduper.decide(&input, now_ms)?;
             Ok(Outcome::Decided {

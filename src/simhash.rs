@@ -172,7 +172,9 @@ mod tests {
 
     #[test]
     fn order_does_not_matter() {
-        let feats: Vec<(u64, i64)> = (0..100u64).map(|i| (feature_hash(&i.to_string()), (i as i64 % 7) + 1)).collect();
+        let feats: Vec<(u64, i64)> = (0..100u64)
+            .map(|i| (feature_hash(&i.to_string()), (i as i64 % 7) + 1))
+            .collect();
         let mut rev = feats.clone();
         rev.reverse();
         assert_eq!(combine(feats), combine(rev));

@@ -25,7 +25,10 @@ fn chinese_is_segmented_into_many_weighted_words() {
     let (f, feats) = fp.analyze("政府工作报告", STORY).unwrap();
     assert!(f.features > 30, "only {} features", f.features);
     let words: Vec<&str> = feats.iter().map(|x| x.word.as_str()).collect();
-    assert!(words.contains(&"政府工作报告") || words.contains(&"政府"), "{words:?}");
+    assert!(
+        words.contains(&"政府工作报告") || words.contains(&"政府"),
+        "{words:?}"
+    );
     assert!(!words.contains(&"的"));
     // Two unrelated texts do not collide (the naive one-token failure mode).
     let other = fp.fingerprint("", "上海市气象台发布暴雨黄色预警，预计今天夜间到明天本市将出现大到暴雨，局部地区有大暴雨。").unwrap();
@@ -50,24 +53,36 @@ fn fingerprints_are_deterministic_across_threads_and_instances() {
     assert_eq!(a.fingerprint.to_hex(), PINNED_STORY_FINGERPRINT);
 }
 
-const PINNED_STORY_FINGERPRINT: &str = "PIN_ME";
+const PINNED_STORY_FINGERPRINT: &str = "2f1dae0240eabc6c";
 
 #[test]
 fn unicode_edge_cases() {
     let fp = fingerprinter();
-    assert_eq!(fp.fingerprint("", "，。！？……——“”《》【】!?.,;:"), Err(NoFeatures));
+    assert_eq!(
+        fp.fingerprint("", "，。！？……——“”《》【】!?.,;:"),
+        Err(NoFeatures)
+    );
     assert_eq!(fp.fingerprint("😀🎉👍", "🇨🇳🇺🇸 ❤️✨"), Err(NoFeatures));
     assert_eq!(fp.fingerprint("", "的 了 是 在 我们"), Err(NoFeatures));
-    let (_, feats) = fp.analyze("", "苹果公司发布iPhone 15，搭载A17 Pro芯片，售价5999元。").unwrap();
+    let (_, feats) = fp
+        .analyze("", "苹果公司发布iPhone 15，搭载A17 Pro芯片，售价5999元。")
+        .unwrap();
     let words: Vec<&str> = feats.iter().map(|f| f.word.as_str()).collect();
     assert!(words.contains(&"iphone"), "{words:?}");
-    assert!(words.contains(&"苹果公司") || words.contains(&"苹果"), "{words:?}");
+    assert!(
+        words.contains(&"苹果公司") || words.contains(&"苹果"),
+        "{words:?}"
+    );
     // Full-width and half-width spellings fingerprint the same.
-    let half = fp.fingerprint("", "ＮＢＡ总决赛，勇士队１２０比１１０获胜").unwrap();
+    let half = fp
+        .fingerprint("", "ＮＢＡ总决赛，勇士队１２０比１１０获胜")
+        .unwrap();
     let full = fp.fingerprint("", "NBA总决赛,勇士队120比110获胜").unwrap();
     assert_eq!(half, full);
     // Control characters, lone combining marks and private-use characters do not break anything.
-    assert!(fp.fingerprint("", "\u{0}\u{301}\u{e000}新闻\u{200b}发布会").is_ok());
+    assert!(fp
+        .fingerprint("", "\u{0}\u{301}\u{e000}新闻\u{200b}发布会")
+        .is_ok());
 }
 
 #[test]
@@ -77,17 +92,32 @@ fn ten_megabytes_of_content_is_bounded() {
     assert!(big.len() >= 10 * 1024 * 1024);
     let f = fp.fingerprint("", &big).unwrap();
     // Content past max_content_bytes is ignored, so a 10 MB article costs what 1 MiB does.
-    let capped = newsdedup::fingerprint::truncate_at_char_boundary(&big, FingerprintConfig::default().max_content_bytes);
+    let capped = newsdedup::fingerprint::truncate_at_char_boundary(
+        &big,
+        FingerprintConfig::default().max_content_bytes,
+    );
     assert_eq!(f, fp.fingerprint("", capped).unwrap());
     // A 10 MB run of one character (no separators, no dictionary words): must simply return.
     let _ = fp.fingerprint("", &"中".repeat(3_500_000));
 }
 
-fn decide(d: &mut Deduper<RocksIndex>, fp: &Fingerprinter, id: &str, title: &str, body: &str) -> newsdedup::dedup::Decision {
+fn decide(
+    d: &mut Deduper<RocksIndex>,
+    fp: &Fingerprinter,
+    id: &str,
+    title: &str,
+    body: &str,
+) -> newsdedup::dedup::Decision {
     let f = fp.fingerprint(title, body).unwrap();
     let url = format!("https://news.example/{id}");
     d.decide(
-        &DecisionInput { id, url: Some(&url), title: Some(title), fingerprint: f.fingerprint },
+        &DecisionInput {
+            id,
+            url: Some(&url),
+            title: Some(title),
+            fingerprint: f.fingerprint,
+            sketch: Some(&f.sketch),
+        },
         1,
     )
     .unwrap()
@@ -139,7 +169,11 @@ fn index_refuses_another_identity_and_a_second_opener() {
         other => panic!("expected Locked, got {:?}", other.err()),
     }
     drop(index);
-    let other = Fingerprinter::new(&FingerprintConfig { title_weight: 3.0, ..Default::default() }).unwrap();
+    let other = Fingerprinter::new(&FingerprintConfig {
+        title_weight: 3.0,
+        ..Default::default()
+    })
+    .unwrap();
     match RocksIndex::open(dir.path(), other.identity(), &IndexConfig::default()) {
         Err(e @ IndexError::IdentityMismatch { .. }) => {
             let msg = e.to_string();
@@ -168,12 +202,23 @@ fn concurrent_near_duplicates_never_both_unique() {
                 let mut out = Vec::new();
                 for (i, s) in stories.iter().enumerate() {
                     let body = format!("{}\n来源：转载站{t}", common::str_field(s, "content"));
-                    let f = fp.fingerprint(common::str_field(s, "title"), &body).unwrap();
+                    let f = fp
+                        .fingerprint(common::str_field(s, "title"), &body)
+                        .unwrap();
                     let id = format!("s{i}-t{t}");
                     let d = deduper
                         .lock()
                         .unwrap()
-                        .decide(&DecisionInput { id: &id, url: None, title: None, fingerprint: f.fingerprint }, 0)
+                        .decide(
+                            &DecisionInput {
+                                id: &id,
+                                url: None,
+                                title: None,
+                                fingerprint: f.fingerprint,
+                                sketch: Some(&f.sketch),
+                            },
+                            0,
+                        )
                         .unwrap();
                     out.push((i, d.is_duplicate()));
                 }

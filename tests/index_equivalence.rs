@@ -14,6 +14,7 @@ pub fn test_identity() -> FingerprintIdentity {
     FingerprintIdentity {
         algorithm: "test".into(),
         cleaning: "test".into(),
+        sketch: "test".into(),
         dict_xxh3: String::new(),
         idf_xxh3: String::new(),
         stopwords_xxh3: String::new(),
@@ -44,7 +45,8 @@ fn flip_bits(rng: &mut SmallRng, fp: u64, d: u32) -> u64 {
 #[test]
 fn block_index_equals_brute_force_within_three() {
     let dir = tempfile::tempdir().unwrap();
-    let mut index = RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
+    let mut index =
+        RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
     let mut rng = SmallRng::seed_from_u64(0x5eed);
     const N: usize = 120_000;
     let mut all: Vec<u64> = Vec::with_capacity(N);
@@ -69,6 +71,7 @@ fn block_index_equals_brute_force_within_three() {
             first_seen_ms: 0,
             decision: StoredDecision::Unique,
             matched: None,
+            sketch: None,
         };
         index.insert(&format!("a{seq}"), &rec, true).unwrap();
     }
@@ -98,8 +101,16 @@ fn block_index_equals_brute_force_within_three() {
                 assert_eq!(c.id, format!("a{}", c.seq));
             }
             // Exhaustive within 3.
-            let got3: BTreeSet<u64> = out.iter().filter(|c| c.distance <= 3).map(|c| c.seq).collect();
-            assert_eq!(got3, brute(q, 3), "query {q:016x} (planted at distance {d})");
+            let got3: BTreeSet<u64> = out
+                .iter()
+                .filter(|c| c.distance <= 3)
+                .map(|c| c.seq)
+                .collect();
+            assert_eq!(
+                got3,
+                brute(q, 3),
+                "query {q:016x} (planted at distance {d})"
+            );
             // Beyond 3: never anything wrong, but not everything.
             let truth6 = brute(q, 6);
             assert!(got.is_subset(&truth6));
@@ -130,9 +141,27 @@ fn block_index_equals_brute_force_within_three() {
 #[test]
 fn ties_go_to_the_earliest_seen() {
     let cands = vec![
-        Candidate { seq: 9, fingerprint: Fingerprint(1), distance: 2, id: "late".into() },
-        Candidate { seq: 3, fingerprint: Fingerprint(2), distance: 2, id: "early".into() },
-        Candidate { seq: 1, fingerprint: Fingerprint(3), distance: 3, id: "far".into() },
+        Candidate {
+            seq: 9,
+            fingerprint: Fingerprint(1),
+            distance: 2,
+            id: "late".into(),
+        },
+        Candidate {
+            seq: 3,
+            fingerprint: Fingerprint(2),
+            distance: 2,
+            id: "early".into(),
+        },
+        Candidate {
+            seq: 1,
+            fingerprint: Fingerprint(3),
+            distance: 3,
+            id: "far".into(),
+        },
     ];
-    assert_eq!(newsdedup::dedup::best_candidate(&cands).unwrap().id, "early");
+    assert_eq!(
+        newsdedup::dedup::best_candidate(&cands).unwrap().id,
+        "early"
+    );
 }

@@ -54,7 +54,10 @@ mod tests {
     #[test]
     fn block_key_round_trip_and_order() {
         let k = block_key(0xabcd, Fingerprint(0x1122334455667788), 42);
-        assert_eq!(parse_block_key(&k), Some((0xabcd, Fingerprint(0x1122334455667788), 42)));
+        assert_eq!(
+            parse_block_key(&k),
+            Some((0xabcd, Fingerprint(0x1122334455667788), 42))
+        );
         assert!(block_key(1, Fingerprint(5), 9) < block_key(1, Fingerprint(6), 0));
         assert!(block_key(1, Fingerprint(u64::MAX), 9) < block_key(2, Fingerprint(0), 0));
         assert_eq!(parse_block_key(b"short"), None);

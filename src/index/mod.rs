@@ -6,6 +6,7 @@ pub mod rocks;
 
 use crate::error::IndexError;
 use crate::simhash::Fingerprint;
+use crate::sketch::Sketch;
 use serde::{Deserialize, Serialize};
 
 pub use rocks::RocksIndex;
@@ -52,6 +53,9 @@ pub struct StoredArticle {
     pub decision: StoredDecision,
     #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
     pub matched: Option<MatchRef>,
+    /// Content sketch for the second check (absent for articles stored without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sketch: Option<Sketch>,
 }
 
 /// Counters kept by the index (updated in the same atomic write as the data).

@@ -9,8 +9,8 @@ use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
 use crate::simhash::{Fingerprint, BLOCKS};
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options, ReadOptions,
-    SliceTransform, WriteBatch, WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
+    ReadOptions, SliceTransform, WriteBatch, WriteOptions, DB,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -66,11 +66,19 @@ impl RocksIndex {
     /// Opens (creating if needed) the index in `dir` for fingerprints of `identity`.
     /// Fails with `IdentityMismatch` if the index was built with another fingerprint identity,
     /// and with `Locked` if another process has it open.
-    pub fn open(dir: &Path, identity: &FingerprintIdentity, config: &IndexConfig) -> Result<RocksIndex, IndexError> {
+    pub fn open(
+        dir: &Path,
+        identity: &FingerprintIdentity,
+        config: &IndexConfig,
+    ) -> Result<RocksIndex, IndexError> {
         let index = Self::open_raw(dir, config)?;
         let expected = identity.to_json();
         let meta = index.cf(META)?;
-        match index.db.get_cf(meta, layout::META_IDENTITY).map_err(rocks_err(dir))? {
+        match index
+            .db
+            .get_cf(meta, layout::META_IDENTITY)
+            .map_err(rocks_err(dir))?
+        {
             Some(stored) => {
                 let stored = String::from_utf8_lossy(&stored).into_owned();
                 if stored != expected {
@@ -133,7 +141,9 @@ impl RocksIndex {
         let db = DB::open_cf_descriptors(&db_opts, dir, families).map_err(|source| {
             let msg = source.to_string();
             if msg.contains("LOCK") || msg.contains("lock") {
-                IndexError::Locked { dir: dir.to_owned() }
+                IndexError::Locked {
+                    dir: dir.to_owned(),
+                }
             } else {
                 IndexError::Rocks {
                     dir: dir.to_owned(),
@@ -162,10 +172,15 @@ impl RocksIndex {
 
     fn read_counts(&self) -> Result<IndexCounts, IndexError> {
         let meta = self.cf(META)?;
-        match self.db.get_cf(meta, layout::META_COUNTS).map_err(rocks_err(&self.dir))? {
+        match self
+            .db
+            .get_cf(meta, layout::META_COUNTS)
+            .map_err(rocks_err(&self.dir))?
+        {
             None => Ok(IndexCounts::default()),
             Some(v) if v.len() == 24 => {
-                let word = |i: usize| u64::from_be_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+                let word =
+                    |i: usize| u64::from_be_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
                 Ok(IndexCounts {
                     articles: word(0),
                     unique: word(1),
@@ -242,16 +257,28 @@ impl RocksIndex {
             }
             it.status().map_err(rocks_err(&self.dir))?;
             let used = buckets.iter().filter(|&&b| b > 0).count() as u32;
-            let mut largest: Vec<(usize, u32)> = buckets.iter().copied().enumerate().filter(|&(_, n)| n > 0).collect();
+            let mut largest: Vec<(usize, u32)> = buckets
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|&(_, n)| n > 0)
+                .collect();
             largest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             largest.truncate(top);
             families.push(FamilyStats {
                 family: name.to_owned(),
                 entries,
                 buckets_used: used,
-                mean_bucket: if used > 0 { entries as f64 / used as f64 } else { 0.0 },
+                mean_bucket: if used > 0 {
+                    entries as f64 / used as f64
+                } else {
+                    0.0
+                },
                 max_bucket: largest.first().map_or(0, |l| l.1),
-                largest: largest.into_iter().map(|(b, n)| (format!("{b:04x}"), n)).collect(),
+                largest: largest
+                    .into_iter()
+                    .map(|(b, n)| (format!("{b:04x}"), n))
+                    .collect(),
             });
         }
         let disk_bytes = self.disk_bytes();
@@ -294,13 +321,20 @@ impl RocksIndex {
                     let k = block_key(block, art.fingerprint, art.seq);
                     match self.db.get_cf(cf, k).map_err(rocks_err(&self.dir))? {
                         Some(v) if v == key => {}
-                        Some(_) => report.problems.push(format!("{name}: entry of {id:?} names another id")),
-                        None => report.problems.push(format!("{name}: entry of {id:?} is missing")),
+                        Some(_) => report
+                            .problems
+                            .push(format!("{name}: entry of {id:?} names another id")),
+                        None => report
+                            .problems
+                            .push(format!("{name}: entry of {id:?} is missing")),
                     }
                 }
             }
             if art.seq >= self.counts.next_seq {
-                report.problems.push(format!("{id:?} has seq {} >= next_seq {}", art.seq, self.counts.next_seq));
+                report.problems.push(format!(
+                    "{id:?} has seq {} >= next_seq {}",
+                    art.seq, self.counts.next_seq
+                ));
             }
             it.next();
         }
@@ -315,8 +349,12 @@ impl RocksIndex {
                 match (parse_block_key(key), self.get(&id)?) {
                     (Some((_, fp, seq)), Some(art)) if art.fingerprint == fp && art.seq == seq => {}
                     (None, _) => report.problems.push(format!("{name}: malformed key")),
-                    (_, None) => report.problems.push(format!("{name}: entry points at missing article {id:?}")),
-                    _ => report.problems.push(format!("{name}: entry of {id:?} disagrees with its article")),
+                    (_, None) => report
+                        .problems
+                        .push(format!("{name}: entry points at missing article {id:?}")),
+                    _ => report.problems.push(format!(
+                        "{name}: entry of {id:?} disagrees with its article"
+                    )),
                 }
                 it.next();
             }
@@ -341,13 +379,22 @@ impl RocksIndex {
 impl ArticleStore for RocksIndex {
     fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError> {
         let cf = self.cf(ARTICLES)?;
-        match self.db.get_pinned_cf(cf, id.as_bytes()).map_err(rocks_err(&self.dir))? {
+        match self
+            .db
+            .get_pinned_cf(cf, id.as_bytes())
+            .map_err(rocks_err(&self.dir))?
+        {
             None => Ok(None),
             Some(raw) => self.decode_article(id, &raw).map(Some),
         }
     }
 
-    fn candidates(&self, fp: Fingerprint, max_distance: u32, out: &mut Vec<Candidate>) -> Result<(), IndexError> {
+    fn candidates(
+        &self,
+        fp: Fingerprint,
+        max_distance: u32,
+        out: &mut Vec<Candidate>,
+    ) -> Result<(), IndexError> {
         let first_new = out.len();
         for (name, block) in BLOCK_FAMILIES.iter().zip(fp.blocks()) {
             let cf = self.cf(name)?;
@@ -357,14 +404,19 @@ impl ArticleStore for RocksIndex {
             let mut it = self.db.raw_iterator_cf_opt(cf, opts);
             it.seek(prefix);
             while let Some(key) = it.key() {
-                let Some((b, other, seq)) = parse_block_key(key) else { break };
+                let Some((b, other, seq)) = parse_block_key(key) else {
+                    break;
+                };
                 if b != block {
                     break;
                 }
                 let distance = fp.distance(other);
                 // An article sharing several blocks appears in several families: keep it once.
                 if distance <= max_distance && !out[first_new..].iter().any(|c| c.seq == seq) {
-                    let id = it.value().map(|v| String::from_utf8_lossy(v).into_owned()).unwrap_or_default();
+                    let id = it
+                        .value()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default();
                     out.push(Candidate {
                         seq,
                         fingerprint: other,
@@ -379,7 +431,12 @@ impl ArticleStore for RocksIndex {
         Ok(())
     }
 
-    fn insert(&mut self, id: &str, article: &StoredArticle, searchable: bool) -> Result<(), IndexError> {
+    fn insert(
+        &mut self,
+        id: &str,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
         let mut value = Vec::with_capacity(128);
         value.push(layout::ARTICLE_VALUE_FORMAT);
         serde_json::to_writer(&mut value, article).map_err(|e| IndexError::Corrupt {
@@ -394,11 +451,21 @@ impl ArticleStore for RocksIndex {
         if searchable {
             counts.unique += 1;
             for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {
-                batch.put_cf(self.cf(name)?, block_key(block, article.fingerprint, article.seq), id.as_bytes());
+                batch.put_cf(
+                    self.cf(name)?,
+                    block_key(block, article.fingerprint, article.seq),
+                    id.as_bytes(),
+                );
             }
         }
-        batch.put_cf(self.cf(META)?, layout::META_COUNTS, Self::encode_counts(&counts));
-        self.db.write_opt(batch, &self.write_opts).map_err(rocks_err(&self.dir))?;
+        batch.put_cf(
+            self.cf(META)?,
+            layout::META_COUNTS,
+            Self::encode_counts(&counts),
+        );
+        self.db
+            .write_opt(batch, &self.write_opts)
+            .map_err(rocks_err(&self.dir))?;
         self.counts = counts;
         Ok(())
     }
@@ -409,7 +476,9 @@ impl ArticleStore for RocksIndex {
 }
 
 fn dir_size(dir: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
     entries
         .filter_map(Result::ok)
         .map(|e| match e.metadata() {

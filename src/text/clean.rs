@@ -11,6 +11,7 @@ pub struct Cleaner {
     attribute: Regex,
     url: Regex,
     boilerplate_line: Regex,
+    read_more: Regex,
     strip_boilerplate: bool,
 }
 
@@ -25,10 +26,19 @@ impl Cleaner {
             // Short lines that reposting sites add around a story: source, editor, original-title,
             // copyright/disclaimer and call-to-action lines. Only whole short lines are dropped so that
             // a sentence of the story that happens to start with such a word survives.
-            boilerplate_line: Regex::new(
-                r"(?m)^[ \t]*(?:(?:【)?(?:来源|稿源|出处|新闻来源|文章来源|本文来源|信息来源|责任编辑|责编|编辑|原标题|原文标题|原题|作者|图片来源|图源|摄影|免责声明|声明|版权声明|转载声明|特别声明)(?:】)?[ \t]*[:|].{0,120}|.{0,40}(?:阅读全文|查看原文|点击查看|阅读原文|展开全文|关注(?:我们|公众号|微信)|扫码关注|长按(?:识别|二维码)|本文来自|本文转载自|转载请注明|未经授权|侵删|广告).{0,40})[ \t]*$",
-            )
+            boilerplate_line: Regex::new(concat!(
+                r"(?m)^[ \t]*(?:",
+                // "来源：…", "(编辑：…)", "【责任编辑：…】", "原标题：…"
+                r"[(\[【]?(?:来源|稿源|出处|新闻来源|文章来源|本文来源|信息来源|转自|责任编辑|责编|编辑|原标题|原文标题|原题|作者|图片来源|图源|摄影|免责声明|声明|版权声明|转载声明|特别声明)[ \t]*[:|].{0,120}",
+                // a short line that is only a bracketed dateline/source tag: "【环球网报道】"
+                r"|【[^】\n]{1,24}】",
+                // short call-to-action / copyright lines
+                r"|.{0,40}(?:阅读全文|查看原文|点击查看|阅读原文|展开全文|查看全文|关注(?:我们|公众号|微信)|扫码关注|长按(?:识别|二维码)|本文来自|本文转载自|转载请注明|未经授权|侵删|广告|更多精彩|下载.{0,16}客户端).{0,40}",
+                r")[ \t]*$"
+            ))
             .expect("static regex"),
+            // The same call-to-action phrases glued to the end of a truncated body.
+            read_more: Regex::new(r"[.…。]*(?:阅读全文|点击查看原文|查看原文|查看全文|展开全文|阅读原文|未完,?点击阅读全文)[>》)]*").expect("static regex"),
             strip_boilerplate,
         }
     }
@@ -41,11 +51,13 @@ impl Cleaner {
         let no_tags = strip_tags_and_entities(&normalised);
         let no_attrs = self.attribute.replace_all(&no_tags, " ");
         let no_urls = self.url.replace_all(&no_attrs, " ");
-        let body = if self.strip_boilerplate {
-            self.boilerplate_line.replace_all(&no_urls, "")
-        } else {
-            no_urls
-        };
+        if !self.strip_boilerplate {
+            return collapse_whitespace(&no_urls);
+        }
+        // "Read more" glued to a body first, so that the short-line rule below cannot take the body
+        // with it.
+        let body = self.read_more.replace_all(&no_urls, "");
+        let body = self.boilerplate_line.replace_all(&body, "");
         collapse_whitespace(&body)
     }
 }
@@ -61,7 +73,9 @@ pub fn normalize_width_case(text: &str) -> String {
             '\0'..='\x7f' => Some(c),
             '\u{4e00}'..='\u{9fff}' | '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
             '\u{3000}' => Some(' '),
-            '\u{ff01}'..='\u{ff5e}' => char::from_u32(c as u32 - 0xfee0).map(|h| h.to_ascii_lowercase()),
+            '\u{ff01}'..='\u{ff5e}' => {
+                char::from_u32(c as u32 - 0xfee0).map(|h| h.to_ascii_lowercase())
+            }
             _ => None,
         };
         match fast {
@@ -104,11 +118,18 @@ pub fn strip_tags_and_entities(text: &str) -> String {
                     rest.find("-->").map(|e| e + 3)
                 } else {
                     // Tags longer than this are not tags; keeps the scan linear on hostile input.
-                    rest.bytes().take(4096).position(|b| b == b'>').map(|e| e + 1)
+                    rest.bytes()
+                        .take(4096)
+                        .position(|b| b == b'>')
+                        .map(|e| e + 1)
                 };
                 match end {
                     Some(len) => {
-                        out.push(if is_block_tag(&rest[..len]) { '\n' } else { ' ' });
+                        out.push(if is_block_tag(&rest[..len]) {
+                            '\n'
+                        } else {
+                            ' '
+                        });
                         i += len;
                     }
                     None => {
@@ -157,7 +178,22 @@ fn is_block_tag(tag: &str) -> bool {
         .collect();
     matches!(
         name.as_str(),
-        "p" | "br" | "div" | "li" | "tr" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "section" | "article" | "blockquote" | "table" | "ul" | "ol"
+        "p" | "br"
+            | "div"
+            | "li"
+            | "tr"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "section"
+            | "article"
+            | "blockquote"
+            | "table"
+            | "ul"
+            | "ol"
     )
 }
 
@@ -231,7 +267,10 @@ mod tests {
 
     #[test]
     fn width_and_case_are_normalised() {
-        assert_eq!(normalize_width_case("ＡＢＣ１２３，Ｈｅｌｌｏ　世界"), "abc123,hello 世界");
+        assert_eq!(
+            normalize_width_case("ＡＢＣ１２３，Ｈｅｌｌｏ　世界"),
+            "abc123,hello 世界"
+        );
         // Compatibility characters outside the fast path still go through NFKC.
         assert_eq!(normalize_width_case("①ﬁ"), "1fi");
     }
@@ -249,16 +288,22 @@ mod tests {
 
     #[test]
     fn leftover_attributes_and_urls_are_removed() {
-        assert_eq!(clean("正文 style=\"margin-bottom: 10px; text-indent: 2em;\"继续"), "正文 继续");
+        assert_eq!(
+            clean("正文 style=\"margin-bottom: 10px; text-indent: 2em;\"继续"),
+            "正文 继续"
+        );
         assert_eq!(clean("图片 style=max-width:100%;/>1近日"), "图片 1近日");
         assert_eq!(clean("详见 https://example.com/a?b=1 网站"), "详见 网站");
     }
 
     #[test]
     fn boilerplate_lines_are_removed_but_story_lines_stay() {
-        let text = "来源：新华网\n记者从市政府获悉，地铁将开通。\n责任编辑：张三\n点击查看原文\n关注公众号获取更多";
-        assert_eq!(clean(text), "记者从市政府获悉,地铁将开通。");
-        assert_eq!(Cleaner::new(false).clean("来源：新华网\n正文"), "来源:新华网\n正文");
+        let text = "来源：新华网\n【环球网报道】\n记者从市政府获悉，地铁将开通……阅读全文\n（编辑：张三）\n点击查看原文\n关注公众号获取更多";
+        assert_eq!(clean(text), "记者从市政府获悉,地铁将开通");
+        assert_eq!(
+            Cleaner::new(false).clean("来源：新华网\n正文"),
+            "来源:新华网\n正文"
+        );
     }
 
     #[test]
@@ -268,7 +313,17 @@ mod tests {
 
     #[test]
     fn hostile_input_does_not_panic() {
-        for s in ["<", "&", "&#", "&#x;", "&#99999999999;", "<<<>>>", "<!--", "\u{0}", "&#xD800;"] {
+        for s in [
+            "<",
+            "&",
+            "&#",
+            "&#x;",
+            "&#99999999999;",
+            "<<<>>>",
+            "<!--",
+            "\u{0}",
+            "&#xD800;",
+        ] {
             let _ = clean(s);
         }
     }

@@ -64,7 +64,12 @@ pub struct TokenFilter {
 }
 
 impl TokenFilter {
-    pub fn new(stopwords: FxHashSet<String>, keep_single_chars: bool, keep_numbers: bool, keep_latin: bool) -> Self {
+    pub fn new(
+        stopwords: FxHashSet<String>,
+        keep_single_chars: bool,
+        keep_numbers: bool,
+        keep_latin: bool,
+    ) -> Self {
         TokenFilter {
             stopwords,
             keep_single_chars,
@@ -82,7 +87,9 @@ impl TokenFilter {
             // Scraped forum text carries anti-copy junk like "l5", "h9": two-character mixed tokens
             // are dropped with single letters.
             TokenClass::Latin => {
-                self.keep_latin && token.len() >= 2 && !(token.len() <= 2 && token.bytes().any(|b| b.is_ascii_digit()))
+                self.keep_latin
+                    && token.len() >= 2
+                    && !(token.len() <= 2 && token.bytes().any(|b| b.is_ascii_digit()))
             }
             TokenClass::SingleChar => self.keep_single_chars,
             TokenClass::Word => true,

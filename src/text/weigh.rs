@@ -31,7 +31,10 @@ impl IdfTable {
                 .parse()
                 .map_err(|_| format!("line {}: idf {value:?} is not a number", n + 1))?;
             if !value.is_finite() || value < 0.0 {
-                return Err(format!("line {}: idf {value} must be finite and >= 0", n + 1));
+                return Err(format!(
+                    "line {}: idf {value} must be finite and >= 0",
+                    n + 1
+                ));
             }
             let word = super::clean::normalize_width_case(word);
             idf.entry(word).or_insert(value);

@@ -17,7 +17,10 @@ pub fn corpus_dir() -> PathBuf {
 pub fn corpus_articles(file: &str, n: usize) -> Vec<serde_json::Map<String, Value>> {
     let path = corpus_dir().join(file);
     let f = std::fs::File::open(&path).unwrap_or_else(|e| {
-        panic!("corpus file {} is needed by this test ({e}); set NEWSDEDUP_CORPUS_DIR", path.display())
+        panic!(
+            "corpus file {} is needed by this test ({e}); set NEWSDEDUP_CORPUS_DIR",
+            path.display()
+        )
     });
     BufReader::new(f)
         .lines()

@@ -1,0 +1,501 @@
+//! The consumer side: a `BaseConsumer` polled from one plain thread (as quickwit's Kafka source
+//! does), so rebalance callbacks run on that thread and can block while in-flight work of revoked
+//! partitions finishes and its offsets are committed, before the partitions are released.
+//!
+//! * Every consumed record is registered in the [`OffsetTracker`] and submitted to the engine.
+//! * Backpressure: when `max_in_flight` records are in flight, fetching is paused (the loop keeps
+//!   polling, so group membership and callbacks stay alive) and resumed at half that.
+//! * Commits: every `commit_interval` or `commit_every` done records, asynchronously, of the
+//!   tracker's committable offsets, after the index WAL is synced; synchronously on revoke and
+//!   shutdown.
+//! * Revoke: wait (bounded by `rebalance_timeout`) for the revoked partitions' in-flight records,
+//!   commit what is done, forget the rest (late acknowledgements are ignored: epochs).
+//! * Assign: librdkafka resumes from the committed offsets (or `auto.offset.reset` for a new group);
+//!   the committed offsets are logged and exported.
+
+use super::config::Settings;
+use super::engine::{Engine, EngineError, EngineHandle};
+use super::record::InputMessage;
+use super::tracker::OffsetTracker;
+use super::{Health, ServiceClientContext, State};
+use crate::metrics as m;
+use parking_lot::Mutex;
+use rdkafka::client::ClientContext;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::message::{Headers, Message};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::statistics::Statistics;
+use rdkafka::ClientConfig;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest wait for the decision thread to fsync the index before a commit.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(100);
+
+/// State shared between the consumer loop and the consumer's callbacks.
+pub struct Shared {
+    pub topic: String,
+    pub tracker: Arc<Mutex<OffsetTracker>>,
+    pub engine: EngineHandle,
+    pub health: Arc<Health>,
+    pub rebalance_timeout: Duration,
+    /// Set by rebalance callbacks: the loop re-applies its pause state to the new assignment.
+    pub rebalanced: AtomicBool,
+    /// Partitions whose "watermark below position" warning was already logged.
+    suspect_logged: Mutex<HashSet<i32>>,
+    /// High watermark per partition, from librdkafka's statistics (`statistics.interval.ms`).
+    watermarks: Mutex<HashMap<i32, i64>>,
+}
+
+impl Shared {
+    pub fn new(
+        topic: String,
+        tracker: Arc<Mutex<OffsetTracker>>,
+        engine: EngineHandle,
+        health: Arc<Health>,
+        rebalance_timeout: Duration,
+    ) -> Shared {
+        Shared {
+            topic,
+            tracker,
+            engine,
+            health,
+            rebalance_timeout,
+            rebalanced: AtomicBool::new(false),
+            suspect_logged: Mutex::new(HashSet::new()),
+            watermarks: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+/// Context of the consumer: client error reporting + rebalance handling.
+pub struct ConsumerCtx {
+    pub client: ServiceClientContext,
+    pub shared: Arc<Shared>,
+}
+
+pub type InputConsumer = BaseConsumer<ConsumerCtx>;
+
+pub fn create_consumer(properties: &BTreeMap<String, String>, ctx: ConsumerCtx) -> Result<InputConsumer, KafkaError> {
+    let mut config = ClientConfig::new();
+    for (k, v) in properties {
+        config.set(k, v);
+    }
+    config.create_with_context(ctx)
+}
+
+impl ClientContext for ConsumerCtx {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.client.report(&error, reason);
+    }
+
+    /// Keeps the high watermark of each input partition (for the lag gauges).
+    fn stats(&self, statistics: Statistics) {
+        if let Some(topic) = statistics.topics.get(&self.shared.topic) {
+            let mut w = self.shared.watermarks.lock();
+            for (p, s) in &topic.partitions {
+                if *p >= 0 && s.hi_offset >= 0 {
+                    w.insert(*p, s.hi_offset);
+                }
+            }
+        }
+    }
+}
+
+fn partitions_of(tpl: &TopicPartitionList, topic: &str) -> Vec<i32> {
+    let mut v: Vec<i32> = tpl.elements_for_topic(topic).iter().map(|e| e.partition()).collect();
+    v.sort_unstable();
+    v
+}
+
+fn partition_label(p: i32) -> String {
+    p.to_string()
+}
+
+impl ConsumerContext for ConsumerCtx {
+    fn pre_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let shared = &self.shared;
+        match rebalance {
+            Rebalance::Revoke(tpl) => {
+                let parts = partitions_of(tpl, &shared.topic);
+                if consumer.assignment_lost() {
+                    metrics::counter!(m::REBALANCES, "kind" => "lost").increment(1);
+                    let mut t = shared.tracker.lock();
+                    let abandoned: usize = parts.iter().map(|p| t.revoke(*p)).sum();
+                    tracing::warn!(
+                        "assignment of partitions {parts:?} was lost (session timed out?): {abandoned} in-flight records abandoned, nothing committed for them; the next owner resumes from the last commit"
+                    );
+                } else {
+                    metrics::counter!(m::REBALANCES, "kind" => "revoke").increment(1);
+                    let n = shared.tracker.lock().in_flight_of(&parts);
+                    tracing::info!(
+                        "partitions {parts:?} of {} revoked: finishing {n} in-flight records (up to {:?}) and committing before releasing them",
+                        shared.topic,
+                        shared.rebalance_timeout
+                    );
+                    let deadline = Instant::now() + shared.rebalance_timeout;
+                    while shared.tracker.lock().in_flight_of(&parts) > 0
+                        && Instant::now() < deadline
+                        && shared.engine.failure().is_none()
+                    {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    match commit_done(consumer, shared, CommitMode::Sync, Some(&parts)) {
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!("commit on revoke failed: {e}; the next owner may process some records again"),
+                    }
+                    let mut t = shared.tracker.lock();
+                    let abandoned: usize = parts.iter().map(|p| t.revoke(*p)).sum();
+                    if abandoned > 0 {
+                        tracing::warn!(
+                            "abandoned {abandoned} in-flight records of revoked partitions {parts:?} (not committed: the next owner processes them again, with the same decisions if it shares this index)"
+                        );
+                    }
+                }
+                shared.health.assigned.store(shared.tracker.lock().assigned().len(), Ordering::Relaxed);
+                shared.rebalanced.store(true, Ordering::SeqCst);
+            }
+            Rebalance::Assign(_) => {}
+            Rebalance::Error(e) => {
+                metrics::counter!(m::REBALANCES, "kind" => "error").increment(1);
+                tracing::warn!("rebalance error: {e}");
+            }
+        }
+    }
+
+    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let shared = &self.shared;
+        if let Rebalance::Assign(tpl) = rebalance {
+            metrics::counter!(m::REBALANCES, "kind" => "assign").increment(1);
+            let parts = partitions_of(tpl, &shared.topic);
+            {
+                let mut t = shared.tracker.lock();
+                for p in &parts {
+                    t.assign(*p);
+                }
+                shared.health.assigned.store(t.assigned().len(), Ordering::Relaxed);
+            }
+            // librdkafka itself resumes from the committed offsets; read them too, to log and export.
+            let mut resume = Vec::new();
+            match consumer.committed_offsets((*tpl).clone(), Duration::from_secs(10)) {
+                Ok(committed) => {
+                    for e in committed.elements_for_topic(&shared.topic) {
+                        match e.offset() {
+                            Offset::Offset(o) => {
+                                shared.tracker.lock().set_committed(e.partition(), o);
+                                metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(e.partition()))
+                                    .set(o as f64);
+                                resume.push(format!("{}@{o}", e.partition()));
+                            }
+                            _ => resume.push(format!("{}@auto.offset.reset", e.partition())),
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the committed offsets of {parts:?}: {e}"),
+            }
+            tracing::info!(
+                "partitions {parts:?} of {} assigned; resuming from committed offsets [{}]",
+                shared.topic,
+                resume.join(", ")
+            );
+            shared.rebalanced.store(true, Ordering::SeqCst);
+        }
+    }
+
+    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
+        let shared = &self.shared;
+        match result {
+            Ok(()) => {
+                let mut t = shared.tracker.lock();
+                for e in offsets.elements_for_topic(&shared.topic) {
+                    if let Offset::Offset(o) = e.offset() {
+                        t.committed(e.partition(), o);
+                        metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(e.partition())).set(o as f64);
+                    }
+                }
+                metrics::counter!(m::COMMITS, "result" => "ok").increment(1);
+                shared.health.broker_ok();
+            }
+            Err(e) => {
+                metrics::counter!(m::COMMITS, "result" => "error").increment(1);
+                if shared.health.should_log("commit") {
+                    tracing::warn!("offset commit failed: {e}; retrying at the next commit interval (nothing is lost: uncommitted records are only processed again)");
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    /// The index could not be made durable: committing would risk losing decisions.
+    #[error("cannot make the index durable before committing: {0}")]
+    Index(EngineError),
+    #[error("offset commit failed: {0}")]
+    Kafka(KafkaError),
+}
+
+/// Commits the tracker's committable offsets (of `only`, if given) after syncing the index.
+/// Returns the number of partitions committed.
+pub fn commit_done(
+    consumer: &InputConsumer,
+    shared: &Shared,
+    mode: CommitMode,
+    only: Option<&[i32]>,
+) -> Result<usize, CommitError> {
+    let candidates = {
+        let mut t = shared.tracker.lock();
+        let c = t.commit_candidates(only);
+        t.commit_requested(&c);
+        c
+    };
+    if candidates.is_empty() {
+        return Ok(0);
+    }
+    shared.engine.sync(SYNC_TIMEOUT).map_err(CommitError::Index)?;
+    let mut tpl = TopicPartitionList::with_capacity(candidates.len());
+    for c in &candidates {
+        tpl.add_partition_offset(&shared.topic, c.partition, Offset::Offset(c.offset))
+            .map_err(CommitError::Kafka)?;
+    }
+    match consumer.commit(&tpl, mode) {
+        Ok(()) => {
+            if matches!(mode, CommitMode::Sync) {
+                let mut t = shared.tracker.lock();
+                for c in &candidates {
+                    t.committed(c.partition, c.offset);
+                    metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(c.partition)).set(c.offset as f64);
+                }
+                metrics::counter!(m::COMMITS, "result" => "ok").increment(1);
+            }
+            Ok(candidates.len())
+        }
+        Err(e) => {
+            metrics::counter!(m::COMMITS, "result" => "error").increment(1);
+            Err(CommitError::Kafka(e))
+        }
+    }
+}
+
+/// Why the consumer loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopExit {
+    /// SIGINT/SIGTERM: drained (or abandoned after the timeout) and committed.
+    Shutdown { abandoned: usize },
+    /// The decision stage failed (index error): what was done before is committed.
+    Fatal(String),
+}
+
+fn set_paused(consumer: &InputConsumer, pause: bool) {
+    match consumer.assignment() {
+        Ok(tpl) if tpl.count() > 0 => {
+            let r = if pause { consumer.pause(&tpl) } else { consumer.resume(&tpl) };
+            if let Err(e) = r {
+                tracing::warn!("cannot {} fetching: {e}", if pause { "pause" } else { "resume" });
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!("cannot read the assignment: {e}"),
+    }
+    metrics::gauge!(m::FETCH_PAUSED).set(if pause { 1.0 } else { 0.0 });
+}
+
+fn detach(msg: &rdkafka::message::BorrowedMessage<'_>, topic: &Arc<str>, epoch: u64) -> InputMessage {
+    InputMessage {
+        topic: topic.clone(),
+        partition: msg.partition(),
+        offset: msg.offset(),
+        epoch,
+        timestamp_ms: msg.timestamp().to_millis(),
+        key: msg.key().map(<[u8]>::to_vec),
+        payload: msg.payload().map(<[u8]>::to_vec),
+        headers: msg
+            .headers()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec).unwrap_or_default()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        received: Instant::now(),
+    }
+}
+
+fn report_poll_error(shared: &Shared, ctx: &ServiceClientContext, e: &KafkaError) {
+    match e.rdkafka_error_code() {
+        Some(RDKafkaErrorCode::UnknownTopicOrPartition) | Some(RDKafkaErrorCode::UnknownTopic) => {
+            if shared.health.should_log("unknown-input-topic") {
+                tracing::warn!("input topic {} does not exist (yet): {e}; waiting for it", shared.topic);
+            }
+        }
+        _ => ctx.report(e, "while consuming"),
+    }
+}
+
+/// Exports per-partition offsets, lag and in-flight counts.
+fn export_progress(shared: &Shared) {
+    let progress = shared.tracker.lock().progress();
+    let mut in_flight = 0;
+    for p in progress {
+        in_flight += p.in_flight;
+        let label = partition_label(p.partition);
+        if let Some(c) = p.consumed_upto {
+            metrics::gauge!(m::CONSUMED_OFFSET, "partition" => label.clone()).set(c as f64);
+        }
+        if let (Some(c), Some(k)) = (p.consumed_upto, p.committed) {
+            metrics::gauge!(m::UNCOMMITTED_MESSAGES, "partition" => label.clone()).set((c - k).max(0) as f64);
+        }
+        // High watermark from the last statistics event (no request of our own).
+        let high = shared.watermarks.lock().get(&p.partition).copied();
+        if let Some(high) = high {
+            metrics::gauge!(m::HIGH_WATERMARK, "partition" => label.clone()).set(high as f64);
+            let position = p.consumed_upto.or(p.committed);
+            let suspect = position.is_some_and(|pos| high < pos);
+            metrics::gauge!(m::WATERMARK_SUSPECT, "partition" => label.clone()).set(if suspect { 1.0 } else { 0.0 });
+            if suspect {
+                metrics::gauge!(m::CONSUMER_LAG, "partition" => label).set(-1.0);
+                if shared.suspect_logged.lock().insert(p.partition) {
+                    tracing::warn!(
+                        "partition {}: the broker reports high watermark {high} below the consumed offset {}: its watermarks are unreliable (a known Tansu gap), so consumer lag is reported as -1 (unknown); compare newsdedup_consumed_offset with newsdedup_committed_offset instead",
+                        p.partition,
+                        position.unwrap_or_default()
+                    );
+                }
+            } else if let Some(base) = p.committed.or(p.consumed_upto) {
+                metrics::gauge!(m::CONSUMER_LAG, "partition" => label).set((high - base).max(0) as f64);
+            }
+        }
+    }
+    metrics::gauge!(m::IN_FLIGHT).set(in_flight as f64);
+    metrics::gauge!(m::ASSIGNED_PARTITIONS).set(shared.health.assigned.load(Ordering::Relaxed) as f64);
+    shared.health.in_flight.store(in_flight, Ordering::Relaxed);
+}
+
+/// Consumes until `stop` is set or the decision stage fails, then drains and commits.
+pub fn run_loop(consumer: &InputConsumer, engine: &mut Engine, settings: &Settings, stop: &AtomicBool) -> LoopExit {
+    let ctx = consumer.context();
+    let shared = ctx.shared.clone();
+    let topic: Arc<str> = Arc::from(settings.input_topic.as_str());
+    let consumed = metrics::counter!(m::ARTICLES_CONSUMED);
+    let max_in_flight = settings.max_in_flight;
+    let resume_at = max_in_flight / 2;
+    let mut paused = false;
+    let mut last_commit = Instant::now();
+    let mut last_export = Instant::now();
+    metrics::gauge!(m::BROKER_UP).set(1.0);
+    metrics::gauge!(m::FETCH_PAUSED).set(0.0);
+    shared.health.set_state(State::Running);
+
+    let fatal = loop {
+        if stop.load(Ordering::SeqCst) {
+            break None;
+        }
+        if let Some(f) = shared.engine.failure() {
+            break Some(f);
+        }
+        let in_flight = shared.tracker.lock().in_flight();
+        if shared.rebalanced.swap(false, Ordering::SeqCst) && paused {
+            set_paused(consumer, true);
+        }
+        if !paused && in_flight >= max_in_flight {
+            tracing::debug!("{in_flight} records in flight: pausing fetch");
+            set_paused(consumer, true);
+            paused = true;
+        } else if paused && in_flight <= resume_at {
+            set_paused(consumer, false);
+            paused = false;
+        }
+        match consumer.poll(POLL) {
+            None => {}
+            Some(Ok(msg)) => {
+                shared.health.broker_ok();
+                let epoch = shared.tracker.lock().register(msg.partition(), msg.offset());
+                let input = detach(&msg, &topic, epoch);
+                drop(msg);
+                consumed.increment(1);
+                if let Err(e) = engine.submit(input) {
+                    break Some(e.to_string());
+                }
+            }
+            Some(Err(e)) => report_poll_error(&shared, &ctx.client, &e),
+        }
+        shared.health.polled();
+        let due = last_commit.elapsed() >= settings.commit_interval
+            || shared.tracker.lock().released_since_commit() >= settings.commit_every;
+        if due {
+            last_commit = Instant::now();
+            match commit_done(consumer, &shared, CommitMode::Async, None) {
+                Ok(_) => {}
+                Err(CommitError::Index(e)) => break Some(e.to_string()),
+                Err(e) => {
+                    if shared.health.should_log("commit") {
+                        tracing::warn!("{e}; retrying at the next commit interval");
+                    }
+                }
+            }
+        }
+        if last_export.elapsed() >= Duration::from_secs(1) {
+            last_export = Instant::now();
+            export_progress(&shared);
+        }
+    };
+
+    // Drain: stop fetching, keep polling (callbacks, membership) until in-flight work is done.
+    shared
+        .health
+        .set_state(if fatal.is_some() { State::Failed } else { State::Draining });
+    set_paused(consumer, true);
+    let timeout = if fatal.is_some() {
+        settings.shutdown_timeout.min(Duration::from_secs(10))
+    } else {
+        settings.shutdown_timeout
+    };
+    let start = Instant::now();
+    let in_flight = shared.tracker.lock().in_flight();
+    match &fatal {
+        None => tracing::info!(
+            "stopping: fetch paused, waiting for {in_flight} in-flight records (up to {timeout:?})"
+        ),
+        Some(f) => tracing::error!("stopping after a fatal error: {f}"),
+    }
+    let mut last_progress = (in_flight, Instant::now());
+    let abandoned = loop {
+        let n = shared.tracker.lock().in_flight();
+        if n == 0 {
+            break 0;
+        }
+        if n < last_progress.0 {
+            last_progress = (n, Instant::now());
+        }
+        // After a fatal error, records behind the failed one are never acknowledged: stop once
+        // acknowledgements stop arriving.
+        let stuck = fatal.is_some() && last_progress.1.elapsed() > Duration::from_secs(2);
+        if start.elapsed() >= timeout || stuck {
+            break n;
+        }
+        // Records returned now are ignored: never registered, so never committed.
+        let _ = consumer.poll(Duration::from_millis(20));
+        shared.health.polled();
+    };
+    if abandoned > 0 {
+        shared.engine.abandon();
+        if fatal.is_none() {
+            tracing::warn!(
+                "shutdown timeout ({timeout:?}) reached: abandoning {abandoned} in-flight records; they are not committed and will be processed again (same decisions) after a restart"
+            );
+        }
+    }
+    match commit_done(consumer, &shared, CommitMode::Sync, None) {
+        Ok(n) => tracing::info!("final commit done ({n} partitions advanced)"),
+        Err(e) => tracing::warn!("final commit failed: {e}; records after the last commit will be processed again"),
+    }
+    export_progress(&shared);
+    match fatal {
+        Some(f) => LoopExit::Fatal(f),
+        None => LoopExit::Shutdown { abandoned },
+    }
+}

@@ -1,0 +1,391 @@
+//! The two stages between consumer and producer, independent of Kafka:
+//!
+//! ```text
+//! submit (consume order, seq 0,1,2...) ─► prepare pool (N threads, any order) ─► reorder by seq ─► decide (1 thread) ─► OutputSink
+//! ```
+//!
+//! * **prepare** ([`Preparer`]): parse + validate + fingerprint, pure. Runs on `threads` workers.
+//!   It only needs the record's bytes and returns a [`Prepared`], so it could run on other machines
+//!   (a remote `Preparer` keyed by topic/partition/offset) without touching the decision stage.
+//! * **decide**: one thread owns the `Deduper` (lookup + atomic insert), so two near-duplicates in
+//!   flight can never both be unique. Results are put back in submission order first, and the
+//!   consumer submits in consumption order, so decisions follow each partition's order.
+//! * The decision thread hands every outcome to an [`OutputSink`] (Kafka producer in the service,
+//!   a vector in tests). It also serves `sync` requests (fsync of the index WAL) from the
+//!   committer, so an offset is only committed once its index write is durable.
+//!
+//! An index error is fatal: the decision thread stops deciding (later records are dropped and
+//! never acknowledged, so their offsets are never committed), records the failure and keeps
+//! answering `sync` so that what was done before the failure can still be committed.
+
+use super::record::{self, InputMessage, OutputRecord, Ticket};
+use crate::article::{InvalidArticle, InvalidReason};
+use crate::dedup::{self, Deduper};
+use crate::error::IndexError;
+use crate::fingerprint::Fingerprinter;
+use crate::index::{ArticleStore, RocksIndex};
+use crate::metrics as m;
+use crate::pipeline::{self, Outcome, Prepared};
+use crossbeam_channel::{bounded, never, select, unbounded, Receiver, Sender};
+use parking_lot::Mutex;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// An index the decision stage can make durable.
+pub trait DurableStore: ArticleStore + Send + 'static {
+    /// Makes every write so far durable.
+    fn sync(&self) -> Result<(), IndexError>;
+    /// Size on disk, for the metrics.
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+}
+
+impl DurableStore for RocksIndex {
+    fn sync(&self) -> Result<(), IndexError> {
+        RocksIndex::sync(self)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        RocksIndex::disk_bytes(self)
+    }
+}
+
+/// Where decided records go. `send` may block (output queue full); it must eventually report the
+/// delivery of `ticket` to whoever tracks offsets, or never report it if the record is abandoned.
+pub trait OutputSink: Send + 'static {
+    fn send(&mut self, record: OutputRecord, ticket: Ticket);
+}
+
+/// The fingerprint stage: raw record value -> validated, fingerprinted article (or why not).
+pub trait Preparer: Send + Sync + 'static {
+    fn prepare(&self, payload: Option<&[u8]>) -> Prepared;
+}
+
+/// `pipeline::prepare` on this machine.
+pub struct LocalPreparer {
+    pub fingerprinter: Fingerprinter,
+    pub max_article_bytes: usize,
+}
+
+impl Preparer for LocalPreparer {
+    fn prepare(&self, payload: Option<&[u8]>) -> Prepared {
+        match payload {
+            Some(bytes) => pipeline::prepare(bytes, &self.fingerprinter, self.max_article_bytes),
+            None => Prepared::Invalid(InvalidArticle::new(
+                InvalidReason::BadJson,
+                "record has no value (null payload)",
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum EngineError {
+    #[error("the decision stage failed: {0}")]
+    Failed(String),
+    #[error("the decision stage has stopped")]
+    Stopped,
+    #[error("the decision stage did not answer a sync request within {0:?}")]
+    Timeout(Duration),
+}
+
+struct Job {
+    seq: u64,
+    msg: InputMessage,
+}
+
+struct Ready {
+    seq: u64,
+    msg: InputMessage,
+    prepared: Prepared,
+    prepare_secs: f64,
+}
+
+enum Control {
+    Sync(Sender<Result<(), String>>),
+}
+
+/// Cloneable access to a running engine: durability requests and failure state.
+#[derive(Clone)]
+pub struct EngineHandle {
+    control: Sender<Control>,
+    failure: Arc<Mutex<Option<String>>>,
+    abandon: Arc<AtomicBool>,
+}
+
+impl EngineHandle {
+    /// Asks the decision thread to make every index write so far durable, and waits.
+    pub fn sync(&self, timeout: Duration) -> Result<(), EngineError> {
+        let (tx, rx) = bounded(1);
+        self.control.send(Control::Sync(tx)).map_err(|_| self.stopped())?;
+        match rx.recv_timeout(timeout) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(EngineError::Failed(e)),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(EngineError::Timeout(timeout)),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(self.stopped()),
+        }
+    }
+
+    fn stopped(&self) -> EngineError {
+        match self.failure() {
+            Some(f) => EngineError::Failed(f),
+            None => EngineError::Stopped,
+        }
+    }
+
+    /// The fatal error of the decision stage, if it failed.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().clone()
+    }
+
+    /// Drops every record not yet handed to the sink (on shutdown timeout): they are never
+    /// acknowledged, so their offsets are not committed and they are processed again later.
+    pub fn abandon(&self) {
+        self.abandon.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The running stages.
+pub struct Engine {
+    jobs: Option<Sender<Job>>,
+    handle: EngineHandle,
+    next_seq: u64,
+    workers: Vec<JoinHandle<()>>,
+    decider: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts `threads` prepare workers and the decision thread owning `deduper`. `abandon` is
+    /// the flag set by [`EngineHandle::abandon`] (share it with the sink so it stops retrying).
+    pub fn start<S: DurableStore, K: OutputSink>(
+        deduper: Deduper<S>,
+        preparer: Arc<dyn Preparer>,
+        sink: K,
+        threads: usize,
+        abandon: Arc<AtomicBool>,
+    ) -> Engine {
+        let (jobs_tx, jobs_rx) = unbounded::<Job>();
+        let (ready_tx, ready_rx) = unbounded::<Ready>();
+        let (control_tx, control_rx) = unbounded::<Control>();
+        let failure = Arc::new(Mutex::new(None));
+        let workers = (0..threads.max(1))
+            .map(|i| {
+                let rx = jobs_rx.clone();
+                let tx = ready_tx.clone();
+                let preparer = preparer.clone();
+                let abandon = abandon.clone();
+                std::thread::Builder::new()
+                    .name(format!("prepare-{i}"))
+                    .spawn(move || prepare_loop(rx, tx, preparer.as_ref(), &abandon))
+                    .expect("cannot spawn a prepare thread")
+            })
+            .collect();
+        drop(ready_tx);
+        let decider = {
+            let failure = failure.clone();
+            let abandon = abandon.clone();
+            std::thread::Builder::new()
+                .name("decide".into())
+                .spawn(move || decide_loop(deduper, sink, ready_rx, control_rx, &failure, &abandon))
+                .expect("cannot spawn the decision thread")
+        };
+        Engine {
+            jobs: Some(jobs_tx),
+            handle: EngineHandle {
+                control: control_tx,
+                failure,
+                abandon,
+            },
+            next_seq: 0,
+            workers,
+            decider: Some(decider),
+        }
+    }
+
+    pub fn handle(&self) -> &EngineHandle {
+        &self.handle
+    }
+
+    /// Queues a consumed record. Records are decided in the order they are submitted.
+    pub fn submit(&mut self, msg: InputMessage) -> Result<(), EngineError> {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        match &self.jobs {
+            Some(tx) => tx.send(Job { seq, msg }).map_err(|_| self.handle.stopped()),
+            None => Err(EngineError::Stopped),
+        }
+    }
+
+    /// Finishes queued work (unless abandoned), makes the index durable and closes it.
+    pub fn shutdown(mut self) {
+        self.jobs = None;
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+        if let Some(d) = self.decider.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+fn prepare_loop(rx: Receiver<Job>, tx: Sender<Ready>, preparer: &dyn Preparer, abandon: &AtomicBool) {
+    for Job { seq, mut msg } in rx {
+        if abandon.load(Ordering::Relaxed) {
+            continue;
+        }
+        let start = Instant::now();
+        let prepared = preparer.prepare(msg.payload.as_deref());
+        if matches!(prepared, Prepared::Valid { .. }) {
+            // Only the DLQ needs the original bytes.
+            msg.payload = None;
+        }
+        let ready = Ready {
+            seq,
+            msg,
+            prepared,
+            prepare_secs: start.elapsed().as_secs_f64(),
+        };
+        if tx.send(ready).is_err() {
+            break;
+        }
+    }
+}
+
+struct DecideMetrics {
+    unique: metrics::Counter,
+    duplicate: metrics::Counter,
+    replayed: metrics::Counter,
+    candidates: metrics::Histogram,
+    prepare_secs: metrics::Histogram,
+    decide_secs: metrics::Histogram,
+    index_articles: metrics::Gauge,
+    index_unique: metrics::Gauge,
+    index_disk: metrics::Gauge,
+}
+
+impl DecideMetrics {
+    fn new() -> Self {
+        DecideMetrics {
+            unique: metrics::counter!(m::ARTICLES_UNIQUE),
+            duplicate: metrics::counter!(m::ARTICLES_DUPLICATE),
+            replayed: metrics::counter!(m::ARTICLES_REPLAYED),
+            candidates: metrics::histogram!(m::CANDIDATES_PER_LOOKUP),
+            prepare_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "prepare"),
+            decide_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "decide"),
+            index_articles: metrics::gauge!(m::INDEX_ARTICLES),
+            index_unique: metrics::gauge!(m::INDEX_UNIQUE),
+            index_disk: metrics::gauge!(m::INDEX_DISK_BYTES),
+        }
+    }
+}
+
+fn decide_loop<S: DurableStore, K: OutputSink>(
+    mut deduper: Deduper<S>,
+    mut sink: K,
+    ready_rx: Receiver<Ready>,
+    mut control_rx: Receiver<Control>,
+    failure: &Mutex<Option<String>>,
+    abandon: &AtomicBool,
+) {
+    let metrics = DecideMetrics::new();
+    let counts = deduper.store().counts();
+    metrics.index_articles.set(counts.articles as f64);
+    metrics.index_unique.set(counts.unique as f64);
+    metrics.index_disk.set(deduper.store().disk_bytes() as f64);
+    let mut last_disk = Instant::now();
+    let mut pending: BTreeMap<u64, Ready> = BTreeMap::new();
+    let mut next = 0u64;
+    let mut failed = false;
+    loop {
+        select! {
+            recv(ready_rx) -> item => match item {
+                Ok(item) => {
+                    pending.insert(item.seq, item);
+                    while let Some(item) = pending.remove(&next) {
+                        next += 1;
+                        if failed || abandon.load(Ordering::Relaxed) {
+                            continue;
+                        }
+                        if let Err(e) = decide_one(&mut deduper, &mut sink, item, &metrics) {
+                            failed = true;
+                            let synced = match deduper.store().sync() {
+                                Ok(()) => "writes before it are durable".to_owned(),
+                                Err(s) => format!("syncing earlier writes failed too: {s}"),
+                            };
+                            let msg = format!(
+                                "index error: {e}; stopped deciding ({synced}); offsets are committed only up to the last record decided and delivered before the error"
+                            );
+                            tracing::error!("{msg}");
+                            *failure.lock() = Some(msg);
+                        }
+                    }
+                }
+                Err(_) => break,
+            },
+            recv(control_rx) -> c => match c {
+                Ok(Control::Sync(reply)) => {
+                    let result = deduper.store().sync().map_err(|e| e.to_string());
+                    if last_disk.elapsed() >= Duration::from_secs(10) {
+                        last_disk = Instant::now();
+                        metrics.index_disk.set(deduper.store().disk_bytes() as f64);
+                    }
+                    let _ = reply.send(result);
+                }
+                Err(_) => control_rx = never(),
+            },
+        }
+    }
+    if let Err(e) = deduper.store().sync() {
+        tracing::error!("final sync of the index failed: {e}");
+    }
+    metrics.index_disk.set(deduper.store().disk_bytes() as f64);
+    drop(deduper);
+}
+
+fn decide_one<S: DurableStore, K: OutputSink>(
+    deduper: &mut Deduper<S>,
+    sink: &mut K,
+    item: Ready,
+    metrics: &DecideMetrics,
+) -> Result<(), IndexError> {
+    let Ready {
+        msg,
+        prepared,
+        prepare_secs,
+        ..
+    } = item;
+    metrics.prepare_secs.record(prepare_secs);
+    let start = Instant::now();
+    let ticket = msg.ticket();
+    let record = match pipeline::decide(deduper, prepared, None, dedup::now_ms())? {
+        Outcome::Decided { record, decision } => {
+            if decision.is_duplicate() {
+                metrics.duplicate.increment(1);
+            } else {
+                metrics.unique.increment(1);
+            }
+            if decision.replayed {
+                metrics.replayed.increment(1);
+            } else {
+                metrics.candidates.record(decision.candidates as f64);
+            }
+            let counts = deduper.store().counts();
+            metrics.index_articles.set(counts.articles as f64);
+            metrics.index_unique.set(counts.unique as f64);
+            let id = record.get("id").and_then(Value::as_str).unwrap_or_default();
+            record::decided_record(&msg, id, &record, &decision)
+        }
+        Outcome::Invalid { error, .. } => {
+            metrics::counter!(m::ARTICLES_INVALID, "reason" => error.reason.as_str()).increment(1);
+            record::dlq_record(msg, &error)
+        }
+    };
+    metrics.decide_secs.record(start.elapsed().as_secs_f64());
+    sink.send(record, ticket);
+    Ok(())
+}

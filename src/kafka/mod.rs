@@ -1,0 +1,235 @@
+//! The Kafka edge: `newsdedup run` reads `articles.raw`, decides each record with the core
+//! (`pipeline::prepare` in parallel, `pipeline::decide` on one thread), writes it to
+//! `articles.unique` / `articles.duplicate` / `articles.dlq`, and commits an input offset only
+//! once that record and every earlier one of its partition are in the index (WAL synced) and
+//! their outputs are acknowledged by the broker.
+//!
+//! ```text
+//!  consumer thread ── submit ──► engine: prepare pool ─► reorder ─► decide thread ── send ──► producer
+//!   (BaseConsumer,                 (any order)            (seq)      (Deduper<RocksIndex>)     (FutureProducer)
+//!    rebalance cb,                                                                                │ delivery
+//!    committer)  ◄──────────── tracker (per-partition done offsets) ◄── ack task (tokio) ◄─────────┘
+//! ```
+//!
+//! * [`config`]: `[service]` + flags + environment -> [`config::Settings`].
+//! * [`tracker`]: which offsets are done and committable (pure).
+//! * [`record`]: input message / output record / headers (pure).
+//! * [`engine`]: prepare pool + decision thread behind `Preparer` / `OutputSink` (no Kafka).
+//! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
+//! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling.
+
+pub mod config;
+pub mod consumer;
+pub mod engine;
+pub mod producer;
+pub mod record;
+pub mod tracker;
+
+use parking_lot::Mutex;
+use rdkafka::client::ClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Lifecycle state reported by `/health`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum State {
+    Starting = 0,
+    Running = 1,
+    Draining = 2,
+    Failed = 3,
+    Stopped = 4,
+}
+
+impl State {
+    fn from_u8(v: u8) -> State {
+        match v {
+            1 => State::Running,
+            2 => State::Draining,
+            3 => State::Failed,
+            4 => State::Stopped,
+            _ => State::Starting,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Starting => "starting",
+            State::Running => "running",
+            State::Draining => "draining",
+            State::Failed => "failed",
+            State::Stopped => "stopped",
+        }
+    }
+}
+
+/// Health of the running service, shared by the consumer loop, the Kafka clients' callbacks and
+/// the HTTP endpoints.
+#[derive(Debug)]
+pub struct Health {
+    state: AtomicU8,
+    broker_up: AtomicBool,
+    started: Instant,
+    last_poll_ms: AtomicU64,
+    pub assigned: AtomicUsize,
+    pub in_flight: AtomicUsize,
+    failure: Mutex<Option<String>>,
+    last_broker_error: Mutex<Option<String>>,
+    /// Last time each (client, error code) was logged, to rate-limit repeated errors.
+    logged: Mutex<HashMap<String, Instant>>,
+}
+
+/// A consumer loop that has not polled for this long is reported unhealthy.
+const STALL: Duration = Duration::from_secs(30);
+/// Repeated librdkafka errors of one kind are logged at most this often.
+const ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            state: AtomicU8::new(State::Starting as u8),
+            broker_up: AtomicBool::new(true),
+            started: Instant::now(),
+            last_poll_ms: AtomicU64::new(0),
+            assigned: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            failure: Mutex::new(None),
+            last_broker_error: Mutex::new(None),
+            logged: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl Health {
+    pub fn state(&self) -> State {
+        State::from_u8(self.state.load(Ordering::Relaxed))
+    }
+
+    pub fn set_state(&self, s: State) {
+        self.state.store(s as u8, Ordering::Relaxed);
+    }
+
+    pub fn fail(&self, why: String) {
+        *self.failure.lock() = Some(why);
+        self.set_state(State::Failed);
+    }
+
+    pub fn polled(&self) {
+        self.last_poll_ms
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn broker_ok(&self) {
+        if !self.broker_up.swap(true, Ordering::Relaxed) {
+            tracing::info!("Kafka broker reachable again");
+            metrics::gauge!(crate::metrics::BROKER_UP).set(1.0);
+        }
+    }
+
+    pub fn broker_down(&self, why: String) {
+        self.broker_up.store(false, Ordering::Relaxed);
+        metrics::gauge!(crate::metrics::BROKER_UP).set(0.0);
+        *self.last_broker_error.lock() = Some(why);
+    }
+
+    pub fn broker_is_up(&self) -> bool {
+        self.broker_up.load(Ordering::Relaxed)
+    }
+
+    /// True if a message of this kind should be logged now (at most once per 10 s per kind).
+    pub fn should_log(&self, kind: &str) -> bool {
+        let mut logged = self.logged.lock();
+        match logged.get(kind) {
+            Some(t) if t.elapsed() < ERROR_LOG_EVERY => false,
+            _ => {
+                logged.insert(kind.to_owned(), Instant::now());
+                true
+            }
+        }
+    }
+
+    fn poll_age(&self) -> Duration {
+        let last = self.last_poll_ms.load(Ordering::Relaxed);
+        self.started.elapsed().saturating_sub(Duration::from_millis(last))
+    }
+
+    fn body(&self, status: &str) -> String {
+        serde_json::json!({
+            "status": status,
+            "state": self.state().as_str(),
+            "broker": if self.broker_is_up() { "up" } else { "unreachable" },
+            "last_broker_error": *self.last_broker_error.lock(),
+            "assigned_partitions": self.assigned.load(Ordering::Relaxed),
+            "in_flight": self.in_flight.load(Ordering::Relaxed),
+            "last_poll_age_ms": self.poll_age().as_millis() as u64,
+            "failure": *self.failure.lock(),
+        })
+        .to_string()
+    }
+
+    /// Liveness: 200 unless the service failed or its consumer loop stalled.
+    pub fn liveness(&self) -> (u16, String) {
+        let state = self.state();
+        let stalled = state == State::Running && self.poll_age() > STALL;
+        if state == State::Failed || stalled {
+            (503, self.body(if stalled { "stalled" } else { "failed" }))
+        } else {
+            (200, self.body("ok"))
+        }
+    }
+
+    /// Readiness: 200 while running with a reachable broker.
+    pub fn readiness(&self) -> (u16, String) {
+        if self.state() == State::Running && self.broker_is_up() {
+            (200, self.body("ready"))
+        } else {
+            (503, self.body("not_ready"))
+        }
+    }
+}
+
+/// Client context of both Kafka clients: routes librdkafka errors to the log (rate-limited),
+/// the metrics and the health state.
+#[derive(Clone)]
+pub struct ServiceClientContext {
+    pub client: &'static str,
+    pub health: Arc<Health>,
+}
+
+impl ServiceClientContext {
+    pub fn report(&self, error: &KafkaError, reason: &str) {
+        let code = error.rdkafka_error_code();
+        let code_name = code.map_or_else(|| "other".to_owned(), |c| format!("{c:?}"));
+        metrics::counter!(crate::metrics::KAFKA_ERRORS, "client" => self.client, "code" => code_name.clone())
+            .increment(1);
+        let unreachable = matches!(
+            code,
+            Some(RDKafkaErrorCode::AllBrokersDown)
+                | Some(RDKafkaErrorCode::BrokerTransportFailure)
+                | Some(RDKafkaErrorCode::Resolve)
+        );
+        if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
+            self.health.broker_down(format!("{error}: {reason}"));
+        }
+        if !self.health.should_log(&format!("{}:{code_name}", self.client)) {
+            return;
+        }
+        if unreachable {
+            tracing::warn!(
+                "Kafka broker unreachable ({} client: {error}: {reason}); librdkafka keeps reconnecting with backoff; nothing is skipped: work resumes where it stopped",
+                self.client
+            );
+        } else {
+            tracing::warn!("Kafka {} client error: {error}: {reason}", self.client);
+        }
+    }
+}
+
+impl ClientContext for ServiceClientContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        self.report(&error, reason);
+    }
+}

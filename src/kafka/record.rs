@@ -1,0 +1,267 @@
+//! The records the service reads and writes, independent of the Kafka client: an input message
+//! with its coordinates, and the output record (topic kind, key, value, headers) built from a
+//! decision or an invalid input.
+
+use crate::article::InvalidArticle;
+use crate::dedup::Decision;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Header: topic the input record was read from.
+pub const H_SOURCE_TOPIC: &str = "newsdedup.source.topic";
+/// Header: partition of the input record (decimal).
+pub const H_SOURCE_PARTITION: &str = "newsdedup.source.partition";
+/// Header: offset of the input record (decimal).
+pub const H_SOURCE_OFFSET: &str = "newsdedup.source.offset";
+/// Header: timestamp of the input record, Unix milliseconds (decimal), when it has one.
+pub const H_SOURCE_TIMESTAMP: &str = "newsdedup.source.timestamp";
+/// Header: `unique`, `duplicate` or `invalid`.
+pub const H_DECISION: &str = "newsdedup.decision";
+/// DLQ header: the stable reason code (`bad_json`, `oversized`, ...).
+pub const H_ERROR_REASON: &str = "newsdedup.error.reason";
+/// DLQ header: human-readable explanation.
+pub const H_ERROR_MESSAGE: &str = "newsdedup.error.message";
+/// DLQ header: present when the value was cut to fit the broker's size limit: original length.
+pub const H_ERROR_TRUNCATED: &str = "newsdedup.error.truncated_from";
+/// Input headers with this prefix are dropped (they would collide with ours).
+pub const HEADER_PREFIX: &str = "newsdedup.";
+
+/// Longest `newsdedup.error.message` header value, in bytes.
+const MAX_ERROR_MESSAGE_BYTES: usize = 1024;
+
+/// One consumed record, detached from the client.
+#[derive(Debug, Clone)]
+pub struct InputMessage {
+    pub topic: Arc<str>,
+    pub partition: i32,
+    pub offset: i64,
+    /// Epoch of the partition's assignment when the message was registered (see `tracker`).
+    pub epoch: u64,
+    pub timestamp_ms: Option<i64>,
+    pub key: Option<Vec<u8>>,
+    /// None when the record has no value (a tombstone).
+    pub payload: Option<Vec<u8>>,
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// When the service received it (for the processing-latency histogram).
+    pub received: Instant,
+}
+
+/// Which output topic a record goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputKind {
+    Unique,
+    Duplicate,
+    Dlq,
+}
+
+impl OutputKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutputKind::Unique => "unique",
+            OutputKind::Duplicate => "duplicate",
+            OutputKind::Dlq => "dlq",
+        }
+    }
+}
+
+/// A record to produce.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputRecord {
+    pub kind: OutputKind,
+    pub key: Option<Vec<u8>>,
+    pub payload: Vec<u8>,
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+/// Identifies the input message an output record answers, for acknowledgement.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket {
+    pub partition: i32,
+    pub offset: i64,
+    pub epoch: u64,
+    pub received: Instant,
+}
+
+impl InputMessage {
+    pub fn ticket(&self) -> Ticket {
+        Ticket {
+            partition: self.partition,
+            offset: self.offset,
+            epoch: self.epoch,
+            received: self.received,
+        }
+    }
+
+    /// Pass-through input headers followed by the source coordinates.
+    fn output_headers(&self, decision: &str) -> Vec<(String, Vec<u8>)> {
+        let mut h: Vec<(String, Vec<u8>)> = self
+            .headers
+            .iter()
+            .filter(|(k, _)| !k.starts_with(HEADER_PREFIX))
+            .cloned()
+            .collect();
+        h.push((H_SOURCE_TOPIC.into(), self.topic.as_bytes().to_vec()));
+        h.push((H_SOURCE_PARTITION.into(), self.partition.to_string().into_bytes()));
+        h.push((H_SOURCE_OFFSET.into(), self.offset.to_string().into_bytes()));
+        if let Some(ts) = self.timestamp_ms {
+            h.push((H_SOURCE_TIMESTAMP.into(), ts.to_string().into_bytes()));
+        }
+        h.push((H_DECISION.into(), decision.as_bytes().to_vec()));
+        h
+    }
+}
+
+/// The output record of a decided article: the same JSON as `batch` (input object + `dedup`),
+/// keyed by article id.
+pub fn decided_record(input: &InputMessage, id: &str, record: &Value, decision: &Decision) -> OutputRecord {
+    let kind = if decision.is_duplicate() {
+        OutputKind::Duplicate
+    } else {
+        OutputKind::Unique
+    };
+    OutputRecord {
+        kind,
+        key: Some(id.as_bytes().to_vec()),
+        // Serialising a serde_json::Value cannot fail (string keys only).
+        payload: serde_json::to_vec(record).unwrap_or_default(),
+        headers: input.output_headers(kind.as_str()),
+    }
+}
+
+/// The DLQ record of an invalid input: its original bytes and key, plus reason headers.
+pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
+    let mut headers = input.output_headers("invalid");
+    headers.push((H_ERROR_REASON.into(), error.reason.as_str().as_bytes().to_vec()));
+    headers.push((
+        H_ERROR_MESSAGE.into(),
+        truncate_utf8(&error.message, MAX_ERROR_MESSAGE_BYTES).as_bytes().to_vec(),
+    ));
+    OutputRecord {
+        kind: OutputKind::Dlq,
+        key: input.key,
+        payload: input.payload.unwrap_or_default(),
+        headers,
+    }
+}
+
+/// A record the broker refused as too large becomes a DLQ record (reason `oversized`) whose value
+/// is the first `max_bytes` of the refused value; the source headers locate the original.
+pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str, max_bytes: usize) -> OutputRecord {
+    let original_len = rejected.payload.len();
+    let mut payload = rejected.payload;
+    payload.truncate(max_bytes);
+    let mut headers: Vec<(String, Vec<u8>)> = rejected
+        .headers
+        .into_iter()
+        .filter(|(k, _)| k != H_DECISION && k != H_ERROR_REASON && k != H_ERROR_MESSAGE)
+        .collect();
+    let what = match rejected.kind {
+        OutputKind::Dlq => "the dead-letter record".to_owned(),
+        kind => format!("the {} output record (decision stored in the index)", kind.as_str()),
+    };
+    headers.push((H_DECISION.into(), b"invalid".to_vec()));
+    headers.push((H_ERROR_REASON.into(), b"oversized".to_vec()));
+    headers.push((
+        H_ERROR_MESSAGE.into(),
+        truncate_utf8(
+            &format!("the broker refused {what} of {original_len} bytes ({broker_error}); value truncated"),
+            MAX_ERROR_MESSAGE_BYTES,
+        )
+        .as_bytes()
+        .to_vec(),
+    ));
+    headers.push((H_ERROR_TRUNCATED.into(), original_len.to_string().into_bytes()));
+    OutputRecord {
+        kind: OutputKind::Dlq,
+        key: rejected.key,
+        payload,
+        headers,
+    }
+}
+
+fn truncate_utf8(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::article::InvalidReason;
+    use crate::dedup::Verdict;
+    use crate::index::MatchRef;
+    use crate::simhash::Fingerprint;
+
+    fn input() -> InputMessage {
+        InputMessage {
+            topic: Arc::from("articles.raw"),
+            partition: 2,
+            offset: 41,
+            epoch: 1,
+            timestamp_ms: Some(1_700_000_000_000),
+            key: Some(b"k".to_vec()),
+            payload: Some(b"{not json".to_vec()),
+            headers: vec![("trace".into(), b"t1".to_vec()), ("newsdedup.decision".into(), b"forged".to_vec())],
+            received: Instant::now(),
+        }
+    }
+
+    fn header<'a>(r: &'a OutputRecord, k: &str) -> Vec<&'a [u8]> {
+        r.headers.iter().filter(|(n, _)| n == k).map(|(_, v)| v.as_slice()).collect()
+    }
+
+    #[test]
+    fn decided_record_has_id_key_and_source_headers() {
+        let fp: Fingerprint = "8c3f0e5a9d21b744".parse().unwrap();
+        let decision = Decision {
+            verdict: Verdict::Duplicate(MatchRef {
+                id: "a".into(),
+                url: None,
+                title: Some("t".into()),
+                fingerprint: fp,
+                distance: 1,
+            }),
+            fingerprint: fp,
+            replayed: false,
+            candidates: 1,
+            similarity: None,
+        };
+        let value = serde_json::json!({"id": "b", "content": "x", "dedup": decision.to_json()});
+        let r = decided_record(&input(), "b", &value, &decision);
+        assert_eq!(r.kind, OutputKind::Duplicate);
+        assert_eq!(r.key.as_deref(), Some(&b"b"[..]));
+        assert_eq!(serde_json::from_slice::<Value>(&r.payload).unwrap(), value);
+        assert_eq!(header(&r, H_SOURCE_TOPIC), [b"articles.raw"]);
+        assert_eq!(header(&r, H_SOURCE_PARTITION), [b"2"]);
+        assert_eq!(header(&r, H_SOURCE_OFFSET), [b"41"]);
+        assert_eq!(header(&r, H_SOURCE_TIMESTAMP), [b"1700000000000"]);
+        assert_eq!(header(&r, H_DECISION), [b"duplicate"], "forged input header dropped");
+        assert_eq!(header(&r, "trace"), [b"t1"], "other input headers pass through");
+    }
+
+    #[test]
+    fn dlq_record_keeps_original_bytes() {
+        let err = InvalidArticle::new(InvalidReason::BadJson, "not valid JSON: ".to_owned() + &"é".repeat(2000));
+        let r = dlq_record(input(), &err);
+        assert_eq!(r.kind, OutputKind::Dlq);
+        assert_eq!(r.payload, b"{not json");
+        assert_eq!(r.key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(header(&r, H_ERROR_REASON), [b"bad_json"]);
+        let msg = header(&r, H_ERROR_MESSAGE)[0];
+        assert!(msg.len() <= MAX_ERROR_MESSAGE_BYTES && std::str::from_utf8(msg).is_ok());
+        assert_eq!(header(&r, H_DECISION), [b"invalid"]);
+
+        let f = oversized_fallback(r, "Broker: Message size too large", 4);
+        assert_eq!(f.payload, b"{not");
+        assert_eq!(header(&f, H_ERROR_REASON), [b"oversized"]);
+        assert_eq!(header(&f, H_ERROR_TRUNCATED), [b"9"]);
+        assert_eq!(header(&f, H_SOURCE_OFFSET), [b"41"]);
+    }
+}

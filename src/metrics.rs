@@ -1,0 +1,209 @@
+//! Metrics of the Kafka service (`metrics` facade, Prometheus exposition) and the small HTTP
+//! server that serves them at `/metrics`, next to `/health` and `/ready`.
+//!
+//! Every name starts with `newsdedup_`. The library only records through the `metrics` macros, so
+//! without an installed recorder (tests, `batch`) recording is a no-op.
+
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub const ARTICLES_CONSUMED: &str = "newsdedup_articles_consumed_total";
+pub const ARTICLES_UNIQUE: &str = "newsdedup_articles_unique_total";
+pub const ARTICLES_DUPLICATE: &str = "newsdedup_articles_duplicate_total";
+pub const ARTICLES_INVALID: &str = "newsdedup_articles_invalid_total";
+pub const ARTICLES_REPLAYED: &str = "newsdedup_articles_replayed_total";
+pub const RECORDS_DELIVERED: &str = "newsdedup_records_delivered_total";
+pub const DELIVERY_RETRIES: &str = "newsdedup_delivery_retries_total";
+pub const COMMITS: &str = "newsdedup_commits_total";
+pub const REBALANCES: &str = "newsdedup_rebalances_total";
+pub const KAFKA_ERRORS: &str = "newsdedup_kafka_errors_total";
+pub const PROCESSING_LATENCY: &str = "newsdedup_processing_latency_seconds";
+pub const STAGE_SECONDS: &str = "newsdedup_stage_seconds";
+pub const CANDIDATES_PER_LOOKUP: &str = "newsdedup_candidates_per_lookup";
+pub const CONSUMED_OFFSET: &str = "newsdedup_consumed_offset";
+pub const COMMITTED_OFFSET: &str = "newsdedup_committed_offset";
+pub const UNCOMMITTED_MESSAGES: &str = "newsdedup_uncommitted_messages";
+pub const HIGH_WATERMARK: &str = "newsdedup_high_watermark";
+pub const CONSUMER_LAG: &str = "newsdedup_consumer_lag";
+pub const WATERMARK_SUSPECT: &str = "newsdedup_watermark_suspect";
+pub const IN_FLIGHT: &str = "newsdedup_in_flight_messages";
+pub const ASSIGNED_PARTITIONS: &str = "newsdedup_assigned_partitions";
+pub const FETCH_PAUSED: &str = "newsdedup_fetch_paused";
+pub const BROKER_UP: &str = "newsdedup_broker_up";
+pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
+pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
+pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
+
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
+];
+const CANDIDATE_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error("cannot install the metrics recorder: {0}")]
+    Install(String),
+    #[error("cannot listen on {addr} for /metrics and /health: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Installs the global Prometheus recorder (once per process) and describes every metric.
+pub fn install() -> Result<PrometheusHandle, MetricsError> {
+    let err = |e: metrics_exporter_prometheus::BuildError| MetricsError::Install(e.to_string());
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Full(PROCESSING_LATENCY.into()), &LATENCY_BUCKETS)
+        .map_err(err)?
+        .set_buckets_for_metric(Matcher::Full(STAGE_SECONDS.into()), &LATENCY_BUCKETS)
+        .map_err(err)?
+        .set_buckets_for_metric(Matcher::Full(CANDIDATES_PER_LOOKUP.into()), &CANDIDATE_BUCKETS)
+        .map_err(err)?
+        .install_recorder()
+        .map_err(err)?;
+    describe();
+    Ok(handle)
+}
+
+fn describe() {
+    describe_counter!(ARTICLES_CONSUMED, Unit::Count, "Records read from the input topic.");
+    describe_counter!(ARTICLES_UNIQUE, Unit::Count, "Articles decided unique (replays included).");
+    describe_counter!(ARTICLES_DUPLICATE, Unit::Count, "Articles decided duplicate (replays included).");
+    describe_counter!(ARTICLES_INVALID, Unit::Count, "Records sent to the DLQ, by reason.");
+    describe_counter!(
+        ARTICLES_REPLAYED,
+        Unit::Count,
+        "Articles whose id was already indexed (stored decision re-emitted)."
+    );
+    describe_counter!(RECORDS_DELIVERED, Unit::Count, "Output records acknowledged by the broker, by topic kind.");
+    describe_counter!(DELIVERY_RETRIES, Unit::Count, "Output records produced again after a failed delivery.");
+    describe_counter!(COMMITS, Unit::Count, "Offset commits, by result (ok/error).");
+    describe_counter!(REBALANCES, Unit::Count, "Rebalance events, by kind (assign/revoke/lost/error).");
+    describe_counter!(KAFKA_ERRORS, Unit::Count, "Errors reported by librdkafka, by client and code.");
+    describe_histogram!(
+        PROCESSING_LATENCY,
+        Unit::Seconds,
+        "From receipt of an input record to the broker's acknowledgement of its output."
+    );
+    describe_histogram!(STAGE_SECONDS, Unit::Seconds, "Time per record in a stage (prepare/decide).");
+    describe_histogram!(CANDIDATES_PER_LOOKUP, Unit::Count, "Candidates within the threshold per index lookup.");
+    describe_gauge!(CONSUMED_OFFSET, Unit::Count, "One past the last consumed offset, per partition.");
+    describe_gauge!(
+        COMMITTED_OFFSET,
+        Unit::Count,
+        "Last committed offset (next to process after a restart), per partition."
+    );
+    describe_gauge!(UNCOMMITTED_MESSAGES, Unit::Count, "consumed_offset - committed_offset, per partition.");
+    describe_gauge!(HIGH_WATERMARK, Unit::Count, "High watermark reported by the broker, per partition.");
+    describe_gauge!(
+        CONSUMER_LAG,
+        Unit::Count,
+        "high_watermark - committed_offset; -1 when the watermark is below the consumed offset (unreliable broker watermark)."
+    );
+    describe_gauge!(
+        WATERMARK_SUSPECT,
+        Unit::Count,
+        "1 when the broker's high watermark was seen below the consumed offset (lag unknown)."
+    );
+    describe_gauge!(IN_FLIGHT, Unit::Count, "Records consumed but not yet indexed and delivered.");
+    describe_gauge!(ASSIGNED_PARTITIONS, Unit::Count, "Input partitions assigned to this consumer.");
+    describe_gauge!(FETCH_PAUSED, Unit::Count, "1 while fetching is paused because max_in_flight is reached.");
+    describe_gauge!(BROKER_UP, Unit::Count, "0 after librdkafka reported all brokers down, 1 once traffic resumes.");
+    describe_gauge!(INDEX_ARTICLES, Unit::Count, "Articles in the index.");
+    describe_gauge!(INDEX_UNIQUE, Unit::Count, "Unique (searchable) articles in the index.");
+    describe_gauge!(INDEX_DISK_BYTES, Unit::Bytes, "Size of the index directory.");
+}
+
+/// A health answer: HTTP status code and JSON body.
+pub type HealthFn = Arc<dyn Fn() -> (u16, String) + Send + Sync>;
+
+/// Binds the listener (fails fast, before anything else starts).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, MetricsError> {
+    TcpListener::bind(addr).await.map_err(|source| MetricsError::Bind { addr, source })
+}
+
+/// Serves `GET /metrics` (Prometheus text), `GET /health` (liveness) and `GET /ready`
+/// (readiness) until the task is dropped. Also runs the recorder's upkeep.
+pub async fn serve(listener: TcpListener, handle: PrometheusHandle, health: HealthFn, ready: HealthFn) {
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            upkeep.run_upkeep();
+        }
+    });
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("metrics listener: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let handle = handle.clone();
+        let health = health.clone();
+        let ready = ready.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(10), answer(stream, &handle, &health, &ready)).await;
+        });
+    }
+}
+
+async fn answer(
+    mut stream: TcpStream,
+    handle: &PrometheusHandle,
+    health: &HealthFn,
+    ready: &HealthFn,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let request = String::from_utf8_lossy(&buf);
+    let mut parts = request.lines().next().unwrap_or("").split_whitespace();
+    let method = parts.next().unwrap_or("");
+    let target = parts.next().unwrap_or("");
+    let path = target.split('?').next().unwrap_or("");
+    let (status, content_type, body) = match (method, path) {
+        ("GET" | "HEAD", "/metrics") => (200, "text/plain; version=0.0.4; charset=utf-8", handle.render()),
+        ("GET" | "HEAD", "/health" | "/healthz") => {
+            let (s, b) = health();
+            (s, "application/json", b)
+        }
+        ("GET" | "HEAD", "/ready" | "/readyz") => {
+            let (s, b) = ready();
+            (s, "application/json", b)
+        }
+        ("GET" | "HEAD", _) => (404, "text/plain", "not found: try /metrics, /health or /ready\n".to_owned()),
+        _ => (405, "text/plain", "method not allowed\n".to_owned()),
+    };
+    let reason = match status {
+        200 => "OK",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        503 => "Service Unavailable",
+        _ => "Status",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    if method != "HEAD" {
+        stream.write_all(body.as_bytes()).await?;
+    }
+    stream.shutdown().await
+}

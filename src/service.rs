@@ -1,0 +1,191 @@
+//! `newsdedup run`: wires the index, the engine, the Kafka clients, the metrics endpoint and the
+//! signal handlers together, and runs until SIGINT/SIGTERM (exit 0 after draining) or a fatal
+//! error (exit non-zero).
+
+use crate::config::{Config, DedupConfig};
+use crate::dedup::Deduper;
+use crate::fingerprint::Fingerprinter;
+use crate::index::RocksIndex;
+use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
+use crate::kafka::engine::{Engine, LocalPreparer};
+use crate::kafka::producer::{self, Acks, ProducerSink};
+use crate::kafka::tracker::OffsetTracker;
+use crate::kafka::{Health, ServiceClientContext, State};
+use anyhow::{bail, Context, Result};
+use parking_lot::Mutex;
+use rdkafka::consumer::Consumer;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use crate::kafka::config::{RunArgs, ServiceConfig, Settings};
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NEWSDEDUP_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Runs the service. Returns Ok after a clean SIGINT/SIGTERM shutdown.
+pub fn run(args: RunArgs, config: Config) -> Result<()> {
+    let settings = Settings::resolve(&args, &config, std::env::vars()).context("invalid settings for `run`")?;
+    init_logging();
+    for w in &settings.warnings {
+        tracing::warn!("{w}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("newsdedup-io")
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+
+    // The index first: a second process on the same directory fails here, before touching Kafka.
+    let fingerprinter = Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
+    let index = RocksIndex::open(&settings.index_dir, fingerprinter.identity(), &config.index)
+        .with_context(|| format!("cannot open the index in {}", settings.index_dir.display()))?;
+    let counts = crate::index::ArticleStore::counts(&index);
+    tracing::info!(
+        "index {} open: {} articles ({} unique); fingerprint identity {}",
+        settings.index_dir.display(),
+        counts.articles,
+        counts.unique,
+        fingerprinter.identity().digest()
+    );
+
+    let health = Arc::new(Health::default());
+    let prometheus = crate::metrics::install()?;
+    let listener = runtime.block_on(crate::metrics::bind(settings.metrics_addr))?;
+    let local_addr = listener.local_addr().unwrap_or(settings.metrics_addr);
+    {
+        let (h1, h2) = (health.clone(), health.clone());
+        runtime.spawn(crate::metrics::serve(
+            listener,
+            prometheus,
+            Arc::new(move || h1.liveness()),
+            Arc::new(move || h2.readiness()),
+        ));
+    }
+    tracing::info!("metrics on http://{local_addr}/metrics, health on /health and /ready");
+
+    // Signals: the first stops fetching and drains; a second one exits at once.
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        let signals = runtime.block_on(async {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok::<_, std::io::Error>((signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?))
+        });
+        let (mut term, mut int) = signals.context("cannot install signal handlers")?;
+        let count = Arc::new(AtomicUsize::new(0));
+        runtime.spawn(async move {
+            loop {
+                let name = tokio::select! {
+                    _ = term.recv() => "SIGTERM",
+                    _ = int.recv() => "SIGINT",
+                };
+                if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    tracing::info!("{name} received: stopping (fetch paused, draining in-flight work, then commit); send it again to exit at once");
+                    stop.store(true, Ordering::SeqCst);
+                } else {
+                    tracing::warn!("second {name}: exiting now without draining (nothing is lost: uncommitted records are processed again on restart)");
+                    std::process::exit(130);
+                }
+            }
+        });
+    }
+
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let producer = producer::create_producer(
+        &settings.producer_properties,
+        ServiceClientContext {
+            client: "producer",
+            health: health.clone(),
+        },
+    )
+    .context("cannot create the Kafka producer (check -X properties)")?;
+    // Same decision rule as `batch`: [dedup] with the threshold overridden by --threshold.
+    let deduper = Deduper::with_config(
+        index,
+        DedupConfig {
+            threshold: settings.threshold,
+            ..config.dedup.clone()
+        },
+    );
+    let preparer = Arc::new(LocalPreparer {
+        fingerprinter,
+        max_article_bytes: settings.max_article_bytes,
+    });
+    // Set when in-flight work is abandoned (shutdown timeout): the sink then stops retrying.
+    let abandon = Arc::new(AtomicBool::new(false));
+    let sink = ProducerSink::new(
+        producer.clone(),
+        settings.topics(),
+        runtime.handle().clone(),
+        Arc::new(Acks::new(tracker.clone())),
+        abandon.clone(),
+    );
+    let mut engine = Engine::start(deduper, preparer, sink, settings.threads, abandon.clone());
+
+    let shared = Arc::new(Shared::new(
+        settings.input_topic.clone(),
+        tracker.clone(),
+        engine.handle().clone(),
+        health.clone(),
+        settings.rebalance_timeout,
+    ));
+    let consumer = consumer::create_consumer(
+        &settings.consumer_properties,
+        ConsumerCtx {
+            client: ServiceClientContext {
+                client: "consumer",
+                health: health.clone(),
+            },
+            shared: shared.clone(),
+        },
+    )
+    .context("cannot create the Kafka consumer (check -X properties)")?;
+    consumer
+        .subscribe(&[&settings.input_topic])
+        .with_context(|| format!("cannot subscribe to {}", settings.input_topic))?;
+    tracing::info!(
+        "consuming {} as group {} from {}; outputs: {} / {} / {}; {} fingerprint threads",
+        settings.input_topic,
+        settings.group_id,
+        settings.brokers,
+        settings.unique_topic,
+        settings.duplicate_topic,
+        settings.dlq_topic,
+        settings.threads
+    );
+
+    let exit = consumer::run_loop(&consumer, &mut engine, &settings, &stop);
+
+    // Shutdown: outputs flushed, consumer closed (its revoke callback commits once more), then
+    // the engine (final WAL sync, RocksDB closed).
+    let started = Instant::now();
+    if let Err(e) = producer::flush(&producer, Duration::from_secs(10)) {
+        tracing::warn!("producer flush: {e}");
+    }
+    drop(consumer);
+    if matches!(exit, LoopExit::Shutdown { abandoned } if abandoned > 0) {
+        engine.handle().abandon();
+    }
+    engine.shutdown();
+    drop(producer);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    tracing::info!("closed in {:?}", started.elapsed());
+    match exit {
+        LoopExit::Shutdown { .. } => {
+            health.set_state(State::Stopped);
+            tracing::info!("stopped cleanly");
+            Ok(())
+        }
+        LoopExit::Fatal(f) => bail!("the service stopped after a fatal error: {f}"),
+    }
+}

@@ -1,0 +1,183 @@
+//! The second, precise check: a compact MinHash sketch of an article's character 4-grams.
+//!
+//! Simhash says "these two word distributions are close"; the sketch says "these two texts share
+//! most of their wording". It is independent of segmentation (a typo or a resegmented name changes a
+//! handful of 4-grams, not a word's weight) and of the title. One-permutation hashing: each 4-gram
+//! hash goes to one of 32 bins by its top 5 bits and the bin keeps the minimum of its low 32 bits,
+//! so a sketch costs one hash per character and 132 bytes of storage.
+
+use serde::{Deserialize, Serialize};
+
+pub const BINS: usize = 32;
+/// Characters per shingle.
+pub const SHINGLE: usize = 4;
+const EMPTY: u32 = u32::MAX;
+
+/// Version of the sketch definition; part of the fingerprint identity.
+pub const SKETCH_VERSION: &str = "oph32-char4-xxh3/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sketch {
+    pub bins: [u32; BINS],
+    /// Number of shingles (4-gram windows) in the text.
+    pub shingles: u32,
+}
+
+/// Estimated resemblance of two texts.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Similarity {
+    /// Estimated Jaccard similarity of the 4-gram sets.
+    pub jaccard: f64,
+    /// Estimated |A ∩ B| / min(|A|, |B|): high when one text contains most of the other (truncation,
+    /// an added paragraph).
+    pub containment: f64,
+}
+
+impl Sketch {
+    /// Sketch of already-cleaned text. Only letters and digits count: punctuation, whitespace and
+    /// symbols differ between copies without changing the story.
+    pub fn of(text: &str) -> Sketch {
+        let mut bins = [EMPTY; BINS];
+        let mut window = [0u8; SHINGLE * 4];
+        let mut chars: [char; SHINGLE] = ['\0'; SHINGLE];
+        let mut filled = 0usize;
+        let mut shingles = 0u32;
+        for c in text.chars().filter(|c| c.is_alphanumeric()) {
+            chars.rotate_left(1);
+            chars[SHINGLE - 1] = c;
+            filled += 1;
+            if filled < SHINGLE {
+                continue;
+            }
+            let mut len = 0;
+            for ch in chars {
+                len += ch.encode_utf8(&mut window[len..]).len();
+            }
+            let h = xxhash_rust::xxh3::xxh3_64(&window[..len]);
+            let bin = (h >> 59) as usize;
+            let value = h as u32;
+            if value < bins[bin] {
+                bins[bin] = value;
+            }
+            shingles = shingles.saturating_add(1);
+        }
+        Sketch { bins, shingles }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shingles == 0
+    }
+
+    pub fn similarity(&self, other: &Sketch) -> Similarity {
+        if self.is_empty() || other.is_empty() {
+            return Similarity {
+                jaccard: 0.0,
+                containment: 0.0,
+            };
+        }
+        let mut matches = 0u32;
+        let mut used = 0u32;
+        for (a, b) in self.bins.iter().zip(other.bins.iter()) {
+            if *a == EMPTY && *b == EMPTY {
+                continue;
+            }
+            used += 1;
+            if a == b {
+                matches += 1;
+            }
+        }
+        let jaccard = if used == 0 {
+            0.0
+        } else {
+            f64::from(matches) / f64::from(used)
+        };
+        let (na, nb) = (f64::from(self.shingles), f64::from(other.shingles));
+        // |A ∩ B| = J (|A| + |B|) / (1 + J)
+        let intersection = jaccard * (na + nb) / (1.0 + jaccard);
+        let containment = (intersection / na.min(nb)).min(1.0);
+        Similarity {
+            jaccard,
+            containment,
+        }
+    }
+
+    /// 132 bytes: 32 little-endian u32 bins then the shingle count, hex encoded for storage.
+    pub fn to_hex(&self) -> String {
+        let mut s = String::with_capacity((BINS + 1) * 8);
+        for v in self.bins.iter().chain(std::iter::once(&self.shingles)) {
+            s.push_str(&format!("{v:08x}"));
+        }
+        s
+    }
+
+    pub fn from_hex(s: &str) -> Option<Sketch> {
+        if s.len() != (BINS + 1) * 8 || !s.is_ascii() {
+            return None;
+        }
+        let mut words = (0..=BINS).map(|i| u32::from_str_radix(&s[i * 8..i * 8 + 8], 16).ok());
+        let mut bins = [EMPTY; BINS];
+        for b in bins.iter_mut() {
+            *b = words.next()??;
+        }
+        let shingles = words.next()??;
+        Some(Sketch { bins, shingles })
+    }
+}
+
+impl Serialize for Sketch {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Sketch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Sketch::from_hex(&s).ok_or_else(|| serde::de::Error::custom("invalid sketch"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "国家统计局今天发布数据显示，今年前三季度国内生产总值同比增长百分之六点二，\
+        经济运行总体平稳，就业形势基本稳定，居民收入持续增长，消费对经济增长的贡献率继续提高。\
+        专家认为，随着一系列稳增长政策措施落地见效，四季度经济有望保持平稳运行。";
+
+    #[test]
+    fn identical_and_unrelated() {
+        let a = Sketch::of(TEXT);
+        assert_eq!(a.similarity(&a).jaccard, 1.0);
+        assert_eq!(a.similarity(&a).containment, 1.0);
+        let b = Sketch::of("上海市气象台发布暴雨黄色预警，预计今天夜间到明天本市将出现大到暴雨，局部地区有大暴雨，请市民注意出行安全。");
+        assert!(a.similarity(&b).jaccard < 0.1);
+    }
+
+    #[test]
+    fn punctuation_and_whitespace_do_not_matter() {
+        let a = Sketch::of(TEXT);
+        let b = Sketch::of(&TEXT.replace('，', " , ").replace('。', "."));
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn truncation_keeps_containment_high() {
+        let a = Sketch::of(TEXT);
+        let cut: String = TEXT.chars().take(TEXT.chars().count() * 6 / 10).collect();
+        let b = Sketch::of(&cut);
+        let s = a.similarity(&b);
+        assert!(s.containment > 0.7, "{s:?}");
+        assert!(s.jaccard < s.containment);
+    }
+
+    #[test]
+    fn hex_round_trip_and_empty() {
+        let a = Sketch::of(TEXT);
+        assert_eq!(Sketch::from_hex(&a.to_hex()), Some(a));
+        assert_eq!(Sketch::from_hex("zz"), None);
+        let e = Sketch::of("，。!");
+        assert!(e.is_empty());
+        assert_eq!(e.similarity(&a).jaccard, 0.0);
+    }
+}
