@@ -50,7 +50,11 @@ enum Cmd {
     Measure {
         #[arg(long)]
         brokers: String,
-        #[arg(long, value_delimiter = ',', default_value = "articles.unique,articles.duplicate,articles.dlq")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "articles.unique,articles.duplicate,articles.dlq"
+        )]
         topics: Vec<String>,
         #[arg(long)]
         expect: usize,
@@ -64,7 +68,11 @@ enum Cmd {
         brokers: String,
         #[arg(long, default_value = "articles.raw")]
         topic: String,
-        #[arg(long, value_delimiter = ',', default_value = "articles.unique,articles.duplicate,articles.dlq")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "articles.unique,articles.duplicate,articles.dlq"
+        )]
         topics: Vec<String>,
         #[arg(long, default_value_t = 500)]
         rate: u64,
@@ -94,8 +102,12 @@ fn corpus(skip: usize, count: usize) -> Vec<(String, String)> {
     for f in files {
         for line in BufReader::new(std::fs::File::open(&f).expect("corpus file")).lines() {
             let line = line.expect("corpus line");
-            let Ok(v) = serde_json::from_str::<Value>(&line) else { continue };
-            let Some(id) = v.get("id").and_then(Value::as_str) else { continue };
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let Some(id) = v.get("id").and_then(Value::as_str) else {
+                continue;
+            };
             seen += 1;
             if seen <= skip {
                 continue;
@@ -106,12 +118,18 @@ fn corpus(skip: usize, count: usize) -> Vec<(String, String)> {
             }
         }
     }
-    assert!(out.len() == count, "the corpus has only {} articles after skipping {skip}", out.len());
+    assert!(
+        out.len() == count,
+        "the corpus has only {} articles after skipping {skip}",
+        out.len()
+    );
     out
 }
 
 fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn produce(brokers: &str, topic: &str, articles: &[(String, String)], rate: u64) -> f64 {
@@ -129,7 +147,9 @@ fn produce(brokers: &str, topic: &str, articles: &[(String, String)], rate: u64)
                 std::thread::sleep(wait);
             }
         }
-        let mut record = BaseRecord::to(topic).key(id.as_str()).payload(line.as_str());
+        let mut record = BaseRecord::to(topic)
+            .key(id.as_str())
+            .payload(line.as_str());
         loop {
             match producer.send(record) {
                 Ok(()) => break,
@@ -152,7 +172,13 @@ struct Sample {
 
 /// Reads the output topics from the beginning; keeps records whose input was created at or after
 /// `since_ms` (so outputs of earlier runs are skipped).
-fn measure(brokers: &str, topics: &[String], expect: usize, idle: Duration, since_ms: i64) -> Vec<Sample> {
+fn measure(
+    brokers: &str,
+    topics: &[String],
+    expect: usize,
+    idle: Duration,
+    since_ms: i64,
+) -> Vec<Sample> {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", "kafka-load")
@@ -167,7 +193,8 @@ fn measure(brokers: &str, topics: &[String], expect: usize, idle: Duration, sinc
     for t in md.topics() {
         if topics.iter().any(|x| x == t.name()) {
             for p in t.partitions() {
-                tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning).expect("tpl");
+                tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning)
+                    .expect("tpl");
             }
         }
     }
@@ -215,7 +242,10 @@ fn report(samples: &[Sample], expect: usize) -> Value {
     out_ts.sort_unstable();
     let span_ms = (pct(&out_ts, 1.0) - pct(&out_ts, 0.0)).max(1);
     let mut to_output: Vec<i64> = samples.iter().map(|s| s.output_ts - s.source_ts).collect();
-    let mut to_receipt: Vec<i64> = samples.iter().map(|s| s.received_ms - s.source_ts).collect();
+    let mut to_receipt: Vec<i64> = samples
+        .iter()
+        .map(|s| s.received_ms - s.source_ts)
+        .collect();
     to_output.sort_unstable();
     to_receipt.sort_unstable();
     json!({
@@ -239,7 +269,10 @@ fn main() {
         } => {
             let articles = corpus(skip, count);
             let secs = produce(&brokers, &topic, &articles, rate);
-            println!("{}", json!({"produced": count, "seconds": secs, "per_sec": (count as f64 / secs).round()}));
+            println!(
+                "{}",
+                json!({"produced": count, "seconds": secs, "per_sec": (count as f64 / secs).round()})
+            );
         }
         Cmd::Measure {
             brokers,
@@ -247,7 +280,13 @@ fn main() {
             expect,
             idle_timeout,
         } => {
-            let samples = measure(&brokers, &topics, expect, Duration::from_secs(idle_timeout), 0);
+            let samples = measure(
+                &brokers,
+                &topics,
+                expect,
+                Duration::from_secs(idle_timeout),
+                0,
+            );
             println!("{}", report(&samples, expect));
             if samples.len() < expect {
                 std::process::exit(1);

@@ -64,7 +64,10 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
         .map_err(err)?
         .set_buckets_for_metric(Matcher::Full(STAGE_SECONDS.into()), &LATENCY_BUCKETS)
         .map_err(err)?
-        .set_buckets_for_metric(Matcher::Full(CANDIDATES_PER_LOOKUP.into()), &CANDIDATE_BUCKETS)
+        .set_buckets_for_metric(
+            Matcher::Full(CANDIDATES_PER_LOOKUP.into()),
+            &CANDIDATE_BUCKETS,
+        )
         .map_err(err)?
         .install_recorder()
         .map_err(err)?;
@@ -73,35 +76,91 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
 }
 
 fn describe() {
-    describe_counter!(ARTICLES_CONSUMED, Unit::Count, "Records read from the input topic.");
-    describe_counter!(ARTICLES_UNIQUE, Unit::Count, "Articles decided unique (replays included).");
-    describe_counter!(ARTICLES_DUPLICATE, Unit::Count, "Articles decided duplicate (replays included).");
-    describe_counter!(ARTICLES_INVALID, Unit::Count, "Records sent to the DLQ, by reason.");
+    describe_counter!(
+        ARTICLES_CONSUMED,
+        Unit::Count,
+        "Records read from the input topic."
+    );
+    describe_counter!(
+        ARTICLES_UNIQUE,
+        Unit::Count,
+        "Articles decided unique (replays included)."
+    );
+    describe_counter!(
+        ARTICLES_DUPLICATE,
+        Unit::Count,
+        "Articles decided duplicate (replays included)."
+    );
+    describe_counter!(
+        ARTICLES_INVALID,
+        Unit::Count,
+        "Records sent to the DLQ, by reason."
+    );
     describe_counter!(
         ARTICLES_REPLAYED,
         Unit::Count,
         "Articles whose id was already indexed (stored decision re-emitted)."
     );
-    describe_counter!(RECORDS_DELIVERED, Unit::Count, "Output records acknowledged by the broker, by topic kind.");
-    describe_counter!(DELIVERY_RETRIES, Unit::Count, "Output records produced again after a failed delivery.");
-    describe_counter!(COMMITS, Unit::Count, "Offset commits, by result (ok/error).");
-    describe_counter!(REBALANCES, Unit::Count, "Rebalance events, by kind (assign/revoke/lost/error).");
-    describe_counter!(KAFKA_ERRORS, Unit::Count, "Errors reported by librdkafka, by client and code.");
+    describe_counter!(
+        RECORDS_DELIVERED,
+        Unit::Count,
+        "Output records acknowledged by the broker, by topic kind."
+    );
+    describe_counter!(
+        DELIVERY_RETRIES,
+        Unit::Count,
+        "Output records produced again after a failed delivery."
+    );
+    describe_counter!(
+        COMMITS,
+        Unit::Count,
+        "Offset commits, by result (ok/error)."
+    );
+    describe_counter!(
+        REBALANCES,
+        Unit::Count,
+        "Rebalance events, by kind (assign/revoke/lost/error)."
+    );
+    describe_counter!(
+        KAFKA_ERRORS,
+        Unit::Count,
+        "Errors reported by librdkafka, by client and code."
+    );
     describe_histogram!(
         PROCESSING_LATENCY,
         Unit::Seconds,
         "From receipt of an input record to the broker's acknowledgement of its output."
     );
-    describe_histogram!(STAGE_SECONDS, Unit::Seconds, "Time per record in a stage (prepare/decide).");
-    describe_histogram!(CANDIDATES_PER_LOOKUP, Unit::Count, "Candidates within the threshold per index lookup.");
-    describe_gauge!(CONSUMED_OFFSET, Unit::Count, "One past the last consumed offset, per partition.");
+    describe_histogram!(
+        STAGE_SECONDS,
+        Unit::Seconds,
+        "Time per record in a stage (prepare/decide)."
+    );
+    describe_histogram!(
+        CANDIDATES_PER_LOOKUP,
+        Unit::Count,
+        "Candidates within the threshold per index lookup."
+    );
+    describe_gauge!(
+        CONSUMED_OFFSET,
+        Unit::Count,
+        "One past the last consumed offset, per partition."
+    );
     describe_gauge!(
         COMMITTED_OFFSET,
         Unit::Count,
         "Last committed offset (next to process after a restart), per partition."
     );
-    describe_gauge!(UNCOMMITTED_MESSAGES, Unit::Count, "consumed_offset - committed_offset, per partition.");
-    describe_gauge!(HIGH_WATERMARK, Unit::Count, "High watermark reported by the broker, per partition.");
+    describe_gauge!(
+        UNCOMMITTED_MESSAGES,
+        Unit::Count,
+        "consumed_offset - committed_offset, per partition."
+    );
+    describe_gauge!(
+        HIGH_WATERMARK,
+        Unit::Count,
+        "High watermark reported by the broker, per partition."
+    );
     describe_gauge!(
         CONSUMER_LAG,
         Unit::Count,
@@ -112,13 +171,37 @@ fn describe() {
         Unit::Count,
         "1 when the broker's high watermark was seen below the consumed offset (lag unknown)."
     );
-    describe_gauge!(IN_FLIGHT, Unit::Count, "Records consumed but not yet indexed and delivered.");
-    describe_gauge!(ASSIGNED_PARTITIONS, Unit::Count, "Input partitions assigned to this consumer.");
-    describe_gauge!(FETCH_PAUSED, Unit::Count, "1 while fetching is paused because max_in_flight is reached.");
-    describe_gauge!(BROKER_UP, Unit::Count, "0 after librdkafka reported all brokers down, 1 once traffic resumes.");
+    describe_gauge!(
+        IN_FLIGHT,
+        Unit::Count,
+        "Records consumed but not yet indexed and delivered."
+    );
+    describe_gauge!(
+        ASSIGNED_PARTITIONS,
+        Unit::Count,
+        "Input partitions assigned to this consumer."
+    );
+    describe_gauge!(
+        FETCH_PAUSED,
+        Unit::Count,
+        "1 while fetching is paused because max_in_flight is reached."
+    );
+    describe_gauge!(
+        BROKER_UP,
+        Unit::Count,
+        "0 after librdkafka reported all brokers down, 1 once traffic resumes."
+    );
     describe_gauge!(INDEX_ARTICLES, Unit::Count, "Articles in the index.");
-    describe_gauge!(INDEX_UNIQUE, Unit::Count, "Unique (searchable) articles in the index.");
-    describe_gauge!(INDEX_DISK_BYTES, Unit::Bytes, "Size of the index directory.");
+    describe_gauge!(
+        INDEX_UNIQUE,
+        Unit::Count,
+        "Unique (searchable) articles in the index."
+    );
+    describe_gauge!(
+        INDEX_DISK_BYTES,
+        Unit::Bytes,
+        "Size of the index directory."
+    );
 }
 
 /// A health answer: HTTP status code and JSON body.
@@ -126,12 +209,19 @@ pub type HealthFn = Arc<dyn Fn() -> (u16, String) + Send + Sync>;
 
 /// Binds the listener (fails fast, before anything else starts).
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, MetricsError> {
-    TcpListener::bind(addr).await.map_err(|source| MetricsError::Bind { addr, source })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| MetricsError::Bind { addr, source })
 }
 
 /// Serves `GET /metrics` (Prometheus text), `GET /health` (liveness) and `GET /ready`
 /// (readiness) until the task is dropped. Also runs the recorder's upkeep.
-pub async fn serve(listener: TcpListener, handle: PrometheusHandle, health: HealthFn, ready: HealthFn) {
+pub async fn serve(
+    listener: TcpListener,
+    handle: PrometheusHandle,
+    health: HealthFn,
+    ready: HealthFn,
+) {
     let upkeep = handle.clone();
     tokio::spawn(async move {
         loop {
@@ -152,7 +242,11 @@ pub async fn serve(listener: TcpListener, handle: PrometheusHandle, health: Heal
         let health = health.clone();
         let ready = ready.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(10), answer(stream, &handle, &health, &ready)).await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(10),
+                answer(stream, &handle, &health, &ready),
+            )
+            .await;
         });
     }
 }
@@ -178,7 +272,11 @@ async fn answer(
     let target = parts.next().unwrap_or("");
     let path = target.split('?').next().unwrap_or("");
     let (status, content_type, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => (200, "text/plain; version=0.0.4; charset=utf-8", handle.render()),
+        ("GET" | "HEAD", "/metrics") => (
+            200,
+            "text/plain; version=0.0.4; charset=utf-8",
+            handle.render(),
+        ),
         ("GET" | "HEAD", "/health" | "/healthz") => {
             let (s, b) = health();
             (s, "application/json", b)
@@ -187,7 +285,11 @@ async fn answer(
             let (s, b) = ready();
             (s, "application/json", b)
         }
-        ("GET" | "HEAD", _) => (404, "text/plain", "not found: try /metrics, /health or /ready\n".to_owned()),
+        ("GET" | "HEAD", _) => (
+            404,
+            "text/plain",
+            "not found: try /metrics, /health or /ready\n".to_owned(),
+        ),
         _ => (405, "text/plain", "method not allowed\n".to_owned()),
     };
     let reason = match status {

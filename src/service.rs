@@ -14,7 +14,7 @@ use crate::kafka::{Health, ServiceClientContext, State};
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
 use rdkafka::consumer::Consumer;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,8 @@ fn init_logging() {
 
 /// Runs the service. Returns Ok after a clean SIGINT/SIGTERM shutdown.
 pub fn run(args: RunArgs, config: Config) -> Result<()> {
-    let settings = Settings::resolve(&args, &config, std::env::vars()).context("invalid settings for `run`")?;
+    let settings = Settings::resolve(&args, &config, std::env::vars())
+        .context("invalid settings for `run`")?;
     init_logging();
     for w in &settings.warnings {
         tracing::warn!("{w}");
@@ -46,7 +47,8 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
         .context("cannot start the tokio runtime")?;
 
     // The index first: a second process on the same directory fails here, before touching Kafka.
-    let fingerprinter = Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
+    let fingerprinter =
+        Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
     let index = RocksIndex::open(&settings.index_dir, fingerprinter.identity(), &config.index)
         .with_context(|| format!("cannot open the index in {}", settings.index_dir.display()))?;
     let counts = crate::index::ArticleStore::counts(&index);
@@ -77,24 +79,41 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
+        let watchdog = settings.shutdown_timeout + Duration::from_secs(30);
         let signals = runtime.block_on(async {
             use tokio::signal::unix::{signal, SignalKind};
-            Ok::<_, std::io::Error>((signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?))
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::interrupt())?,
+            ))
         });
         let (mut term, mut int) = signals.context("cannot install signal handlers")?;
-        let count = Arc::new(AtomicUsize::new(0));
         runtime.spawn(async move {
+            let mut first: Option<Instant> = None;
             loop {
                 let name = tokio::select! {
                     _ = term.recv() => "SIGTERM",
                     _ = int.recv() => "SIGINT",
                 };
-                if count.fetch_add(1, Ordering::SeqCst) == 0 {
-                    tracing::info!("{name} received: stopping (fetch paused, draining in-flight work, then commit); send it again to exit at once");
-                    stop.store(true, Ordering::SeqCst);
-                } else {
-                    tracing::warn!("second {name}: exiting now without draining (nothing is lost: uncommitted records are processed again on restart)");
-                    std::process::exit(130);
+                match first {
+                    None => {
+                        first = Some(Instant::now());
+                        tracing::info!("{name} received: stopping (fetch paused, draining in-flight work, then commit); send it again to exit at once");
+                        stop.store(true, Ordering::SeqCst);
+                        // Last resort, so that the process always ends: drain, flush, commit and
+                        // close normally take far less.
+                        std::thread::spawn(move || {
+                            std::thread::sleep(watchdog);
+                            eprintln!("newsdedup: error: shutdown did not finish within {watchdog:?}; exiting without closing cleanly (nothing is lost: uncommitted records are processed again on restart)");
+                            std::process::exit(1);
+                        });
+                    }
+                    // A wrapper (timeout, a shell's process group) may deliver the same signal twice.
+                    Some(t) if t.elapsed() < Duration::from_secs(1) => {}
+                    Some(_) => {
+                        tracing::warn!("second {name}: exiting now without draining (nothing is lost: uncommitted records are processed again on restart)");
+                        std::process::exit(130);
+                    }
                 }
             }
         });
@@ -139,17 +158,19 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
         health.clone(),
         settings.rebalance_timeout,
     ));
-    let consumer = consumer::create_consumer(
-        &settings.consumer_properties,
-        ConsumerCtx {
-            client: ServiceClientContext {
-                client: "consumer",
-                health: health.clone(),
+    let consumer = Arc::new(
+        consumer::create_consumer(
+            &settings.consumer_properties,
+            ConsumerCtx {
+                client: ServiceClientContext {
+                    client: "consumer",
+                    health: health.clone(),
+                },
+                shared: shared.clone(),
             },
-            shared: shared.clone(),
-        },
-    )
-    .context("cannot create the Kafka consumer (check -X properties)")?;
+        )
+        .context("cannot create the Kafka consumer (check -X properties)")?,
+    );
     consumer
         .subscribe(&[&settings.input_topic])
         .with_context(|| format!("cannot subscribe to {}", settings.input_topic))?;

@@ -33,9 +33,88 @@ const PROTECTED: [(&str, &str); 2] = [
 
 /// Properties that have a dedicated flag.
 const HAVE_FLAGS: [(&str, &str); 3] = [
-    ("bootstrap.servers", "--brokers / NEWSDEDUP_BROKERS / service.brokers"),
-    ("metadata.broker.list", "--brokers / NEWSDEDUP_BROKERS / service.brokers"),
-    ("group.id", "--group-id / NEWSDEDUP_GROUP_ID / service.group_id"),
+    (
+        "bootstrap.servers",
+        "--brokers / NEWSDEDUP_BROKERS / service.brokers",
+    ),
+    (
+        "metadata.broker.list",
+        "--brokers / NEWSDEDUP_BROKERS / service.brokers",
+    ),
+    (
+        "group.id",
+        "--group-id / NEWSDEDUP_GROUP_ID / service.group_id",
+    ),
+];
+
+/// librdkafka properties that only apply to a consumer (from librdkafka's CONFIGURATION.md, scope
+/// C): given only to the consumer, so the producer does not warn about them.
+const CONSUMER_ONLY: [&str; 32] = [
+    "group.id",
+    "group.instance.id",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "group.protocol.type",
+    "group.protocol",
+    "group.remote.assignor",
+    "coordinator.query.interval.ms",
+    "max.poll.interval.ms",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "enable.auto.offset.store",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes",
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "fetch.min.bytes",
+    "fetch.error.backoff.ms",
+    "offset.store.method",
+    "isolation.level",
+    "enable.partition.eof",
+    "check.crcs",
+    "auto.commit.enable",
+    "auto.offset.reset",
+    "offset.store.path",
+    "offset.store.sync.interval.ms",
+    "consume.callback.max.messages",
+    "statistics.interval.ms",
+];
+
+/// librdkafka properties that only apply to a producer (scope P): given only to the producer.
+const PRODUCER_ONLY: [&str; 29] = [
+    "transactional.id",
+    "transaction.timeout.ms",
+    "enable.idempotence",
+    "enable.gapless.guarantee",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.ms",
+    "linger.ms",
+    "message.send.max.retries",
+    "retries",
+    "queue.buffering.backpressure.threshold",
+    "compression.codec",
+    "compression.type",
+    "batch.num.messages",
+    "batch.size",
+    "delivery.report.only.error",
+    "sticky.partitioning.linger.ms",
+    "request.required.acks",
+    "acks",
+    "request.timeout.ms",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "queuing.strategy",
+    "produce.offset.report",
+    "partitioner",
+    "compression.level",
+    "dr_cb",
+    "dr_msg_cb",
+    "msg_order_cmp",
 ];
 
 /// The `[service]` section of the configuration file (every key optional; see
@@ -153,9 +232,10 @@ pub struct RunArgs {
     /// Longest wait for in-flight work of revoked partitions, in ms [default: 20000]
     #[arg(long, env = "NEWSDEDUP_REBALANCE_TIMEOUT_MS")]
     pub rebalance_timeout_ms: Option<u64>,
-    /// librdkafka property for the consumer and the producer (repeatable, as in kcat), e.g.
-    /// -X security.protocol=SSL. Also NEWSDEDUP_KAFKA_<NAME> variables (SECURITY_PROTOCOL ->
-    /// security.protocol) and [service.kafka] in the config file.
+    /// librdkafka property (repeatable, as in kcat), e.g. -X security.protocol=SSL; consumer-only
+    /// and producer-only properties go to that client, the others to both. Also
+    /// NEWSDEDUP_KAFKA_<NAME> variables (SECURITY_PROTOCOL -> security.protocol) and
+    /// [service.kafka] in the config file.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub properties: Vec<String>,
 }
@@ -214,12 +294,15 @@ impl Settings {
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, SettingsError> {
         let file = &config.service;
-        let pick = |flag: &Option<String>, file: &str| flag.clone().unwrap_or_else(|| file.to_owned());
+        let pick =
+            |flag: &Option<String>, file: &str| flag.clone().unwrap_or_else(|| file.to_owned());
         let mut warnings = Vec::new();
 
         let threshold = args.threshold.unwrap_or(config.dedup.threshold);
         if threshold > 64 {
-            return Err(invalid(format!("--threshold {threshold} is out of range 0..=64")));
+            return Err(invalid(format!(
+                "--threshold {threshold} is out of range 0..=64"
+            )));
         }
         if threshold > GUARANTEED_DISTANCE {
             warnings.push(format!(
@@ -252,16 +335,28 @@ impl Settings {
             unique_topic: pick(&args.unique_topic, &file.unique_topic),
             duplicate_topic: pick(&args.duplicate_topic, &file.duplicate_topic),
             dlq_topic: pick(&args.dlq_topic, &file.dlq_topic),
-            index_dir: args.index_dir.clone().unwrap_or_else(|| file.index_dir.clone()),
+            index_dir: args
+                .index_dir
+                .clone()
+                .unwrap_or_else(|| file.index_dir.clone()),
             threshold,
             metrics_addr,
             threads,
             max_article_bytes,
             max_in_flight,
-            commit_interval: Duration::from_millis(args.commit_interval_ms.unwrap_or(file.commit_interval_ms).max(1)),
+            commit_interval: Duration::from_millis(
+                args.commit_interval_ms
+                    .unwrap_or(file.commit_interval_ms)
+                    .max(1),
+            ),
             commit_every: args.commit_every.unwrap_or(file.commit_every).max(1),
-            shutdown_timeout: Duration::from_millis(args.shutdown_timeout_ms.unwrap_or(file.shutdown_timeout_ms)),
-            rebalance_timeout: Duration::from_millis(args.rebalance_timeout_ms.unwrap_or(file.rebalance_timeout_ms)),
+            shutdown_timeout: Duration::from_millis(
+                args.shutdown_timeout_ms.unwrap_or(file.shutdown_timeout_ms),
+            ),
+            rebalance_timeout: Duration::from_millis(
+                args.rebalance_timeout_ms
+                    .unwrap_or(file.rebalance_timeout_ms),
+            ),
             consumer_properties: BTreeMap::new(),
             producer_properties: BTreeMap::new(),
             warnings,
@@ -323,11 +418,15 @@ impl Settings {
         for (key, value) in &user {
             if let Some((_, why)) = PROTECTED.iter().find(|(k, _)| k == key) {
                 if value != "false" {
-                    return Err(invalid(format!("librdkafka property {key}={value} is not allowed: {why}")));
+                    return Err(invalid(format!(
+                        "librdkafka property {key}={value} is not allowed: {why}"
+                    )));
                 }
             }
             if let Some((_, flag)) = HAVE_FLAGS.iter().find(|(k, _)| k == key) {
-                return Err(invalid(format!("set {key} with {flag}, not as a librdkafka property")));
+                return Err(invalid(format!(
+                    "set {key} with {flag}, not as a librdkafka property"
+                )));
             }
         }
 
@@ -351,8 +450,12 @@ impl Settings {
             producer.insert(k.to_owned(), v.to_owned());
         }
         for (k, v) in &user {
-            consumer.insert(k.clone(), v.clone());
-            producer.insert(k.clone(), v.clone());
+            if !PRODUCER_ONLY.contains(&k.as_str()) {
+                consumer.insert(k.clone(), v.clone());
+            }
+            if !CONSUMER_ONLY.contains(&k.as_str()) {
+                producer.insert(k.clone(), v.clone());
+            }
         }
         consumer.insert("bootstrap.servers".into(), s.brokers.clone());
         consumer.insert("group.id".into(), s.group_id.clone());
@@ -379,7 +482,9 @@ impl Settings {
 pub fn parse_property(text: &str) -> Result<(String, String), SettingsError> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(invalid(format!("-X {text:?}: expected KEY=VALUE, e.g. -X security.protocol=SSL"))),
+        _ => Err(invalid(format!(
+            "-X {text:?}: expected KEY=VALUE, e.g. -X security.protocol=SSL"
+        ))),
     }
 }
 
@@ -389,15 +494,28 @@ pub fn env_property_name(var: &str) -> Option<String> {
     if rest.is_empty() {
         return None;
     }
-    Some(rest.to_ascii_lowercase().replace("__", "\u{0}").replace('_', ".").replace('\u{0}', "_"))
+    Some(
+        rest.to_ascii_lowercase()
+            .replace("__", "\u{0}")
+            .replace('_', ".")
+            .replace('\u{0}', "_"),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn resolve(args: RunArgs, config: &Config, env: &[(&str, &str)]) -> Result<Settings, SettingsError> {
-        Settings::resolve(&args, config, env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+    fn resolve(
+        args: RunArgs,
+        config: &Config,
+        env: &[(&str, &str)],
+    ) -> Result<Settings, SettingsError> {
+        Settings::resolve(
+            &args,
+            config,
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+        )
     }
 
     #[test]
@@ -424,7 +542,10 @@ mod tests {
         )
         .unwrap();
         let s = resolve(RunArgs::default(), &config, &[]).unwrap();
-        assert_eq!((s.group_id.as_str(), s.brokers.as_str(), s.threshold), ("g-file", "file:1", 2));
+        assert_eq!(
+            (s.group_id.as_str(), s.brokers.as_str(), s.threshold),
+            ("g-file", "file:1", 2)
+        );
         assert_eq!(s.producer_properties["linger.ms"], "20");
         assert_eq!(s.consumer_properties["bootstrap.servers"], "file:1");
 
@@ -438,7 +559,11 @@ mod tests {
         let s = resolve(
             args,
             &config,
-            &[("NEWSDEDUP_KAFKA_FETCH_WAIT_MAX_MS", "30"), ("NEWSDEDUP_KAFKA_LINGER_MS", "7"), ("OTHER", "x")],
+            &[
+                ("NEWSDEDUP_KAFKA_FETCH_WAIT_MAX_MS", "30"),
+                ("NEWSDEDUP_KAFKA_LINGER_MS", "7"),
+                ("OTHER", "x"),
+            ],
         )
         .unwrap();
         assert_eq!(s.group_id, "g-flag");
@@ -446,6 +571,14 @@ mod tests {
         assert_eq!(s.dlq_topic, "dlq-file");
         assert_eq!(s.consumer_properties["fetch.wait.max.ms"], "10");
         assert_eq!(s.producer_properties["linger.ms"], "7");
+        assert!(
+            !s.producer_properties.contains_key("fetch.wait.max.ms"),
+            "consumer-only"
+        );
+        assert!(
+            !s.consumer_properties.contains_key("linger.ms"),
+            "producer-only"
+        );
     }
 
     #[test]
@@ -478,8 +611,14 @@ mod tests {
 
     #[test]
     fn env_property_names() {
-        assert_eq!(env_property_name("NEWSDEDUP_KAFKA_SECURITY_PROTOCOL").as_deref(), Some("security.protocol"));
-        assert_eq!(env_property_name("NEWSDEDUP_KAFKA_A__B_C").as_deref(), Some("a_b.c"));
+        assert_eq!(
+            env_property_name("NEWSDEDUP_KAFKA_SECURITY_PROTOCOL").as_deref(),
+            Some("security.protocol")
+        );
+        assert_eq!(
+            env_property_name("NEWSDEDUP_KAFKA_A__B_C").as_deref(),
+            Some("a_b.c")
+        );
         assert_eq!(env_property_name("NEWSDEDUP_KAFKA_"), None);
         assert_eq!(env_property_name("NEWSDEDUP_BROKERS"), None);
     }

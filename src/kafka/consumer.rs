@@ -5,9 +5,12 @@
 //! * Every consumed record is registered in the [`OffsetTracker`] and submitted to the engine.
 //! * Backpressure: when `max_in_flight` records are in flight, fetching is paused (the loop keeps
 //!   polling, so group membership and callbacks stay alive) and resumed at half that.
-//! * Commits: every `commit_interval` or `commit_every` done records, asynchronously, of the
-//!   tracker's committable offsets, after the index WAL is synced; synchronously on revoke and
-//!   shutdown.
+//! * Commits: a committer thread commits the tracker's committable offsets every
+//!   `commit_interval`, or sooner once `commit_every` records are done, after the index WAL is
+//!   synced; also on revoke and at shutdown. Commits are synchronous (librdkafka reports nothing
+//!   back for asynchronous manual commits, and the tracker must know what was committed) but
+//!   batched and off the poll thread, so they never slow consumption down. One lock serialises
+//!   them, so committed offsets never go backwards.
 //! * Revoke: wait (bounded by `rebalance_timeout`) for the revoked partitions' in-flight records,
 //!   commit what is done, forget the rest (late acknowledgements are ignored: epochs).
 //! * Assign: librdkafka resumes from the committed offsets (or `auto.offset.reset` for a new group);
@@ -22,10 +25,10 @@ use crate::metrics as m;
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::{KafkaError, KafkaResult, RDKafkaErrorCode};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +38,8 @@ use std::time::{Duration, Instant};
 /// Longest wait for the decision thread to fsync the index before a commit.
 const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(100);
+/// Longest wait for a running commit before the revoke callback gives up committing.
+const REVOKE_COMMIT_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// State shared between the consumer loop and the consumer's callbacks.
 pub struct Shared {
@@ -49,6 +54,8 @@ pub struct Shared {
     suspect_logged: Mutex<HashSet<i32>>,
     /// High watermark per partition, from librdkafka's statistics (`statistics.interval.ms`).
     watermarks: Mutex<HashMap<i32, i64>>,
+    /// Serialises commits (committer thread, rebalance callback, final commit).
+    commit_lock: Mutex<()>,
 }
 
 impl Shared {
@@ -68,6 +75,7 @@ impl Shared {
             rebalanced: AtomicBool::new(false),
             suspect_logged: Mutex::new(HashSet::new()),
             watermarks: Mutex::new(HashMap::new()),
+            commit_lock: Mutex::new(()),
         }
     }
 }
@@ -80,7 +88,10 @@ pub struct ConsumerCtx {
 
 pub type InputConsumer = BaseConsumer<ConsumerCtx>;
 
-pub fn create_consumer(properties: &BTreeMap<String, String>, ctx: ConsumerCtx) -> Result<InputConsumer, KafkaError> {
+pub fn create_consumer(
+    properties: &BTreeMap<String, String>,
+    ctx: ConsumerCtx,
+) -> Result<InputConsumer, KafkaError> {
     let mut config = ClientConfig::new();
     for (k, v) in properties {
         config.set(k, v);
@@ -107,7 +118,11 @@ impl ClientContext for ConsumerCtx {
 }
 
 fn partitions_of(tpl: &TopicPartitionList, topic: &str) -> Vec<i32> {
-    let mut v: Vec<i32> = tpl.elements_for_topic(topic).iter().map(|e| e.partition()).collect();
+    let mut v: Vec<i32> = tpl
+        .elements_for_topic(topic)
+        .iter()
+        .map(|e| e.partition())
+        .collect();
     v.sort_unstable();
     v
 }
@@ -144,7 +159,7 @@ impl ConsumerContext for ConsumerCtx {
                     {
                         std::thread::sleep(Duration::from_millis(5));
                     }
-                    match commit_done(consumer, shared, CommitMode::Sync, Some(&parts)) {
+                    match commit_done(consumer, shared, Some(&parts), Some(REVOKE_COMMIT_LOCK_WAIT)) {
                         Ok(_) => {}
                         Err(e) => tracing::warn!("commit on revoke failed: {e}; the next owner may process some records again"),
                     }
@@ -156,7 +171,10 @@ impl ConsumerContext for ConsumerCtx {
                         );
                     }
                 }
-                shared.health.assigned.store(shared.tracker.lock().assigned().len(), Ordering::Relaxed);
+                shared
+                    .health
+                    .assigned
+                    .store(shared.tracker.lock().assigned().len(), Ordering::Relaxed);
                 shared.rebalanced.store(true, Ordering::SeqCst);
             }
             Rebalance::Assign(_) => {}
@@ -177,7 +195,10 @@ impl ConsumerContext for ConsumerCtx {
                 for p in &parts {
                     t.assign(*p);
                 }
-                shared.health.assigned.store(t.assigned().len(), Ordering::Relaxed);
+                shared
+                    .health
+                    .assigned
+                    .store(t.assigned().len(), Ordering::Relaxed);
             }
             // librdkafka itself resumes from the committed offsets; read them too, to log and export.
             let mut resume = Vec::new();
@@ -205,29 +226,6 @@ impl ConsumerContext for ConsumerCtx {
             shared.rebalanced.store(true, Ordering::SeqCst);
         }
     }
-
-    fn commit_callback(&self, result: KafkaResult<()>, offsets: &TopicPartitionList) {
-        let shared = &self.shared;
-        match result {
-            Ok(()) => {
-                let mut t = shared.tracker.lock();
-                for e in offsets.elements_for_topic(&shared.topic) {
-                    if let Offset::Offset(o) = e.offset() {
-                        t.committed(e.partition(), o);
-                        metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(e.partition())).set(o as f64);
-                    }
-                }
-                metrics::counter!(m::COMMITS, "result" => "ok").increment(1);
-                shared.health.broker_ok();
-            }
-            Err(e) => {
-                metrics::counter!(m::COMMITS, "result" => "error").increment(1);
-                if shared.health.should_log("commit") {
-                    tracing::warn!("offset commit failed: {e}; retrying at the next commit interval (nothing is lost: uncommitted records are only processed again)");
-                }
-            }
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -237,16 +235,26 @@ pub enum CommitError {
     Index(EngineError),
     #[error("offset commit failed: {0}")]
     Kafka(KafkaError),
+    #[error("another commit is still running")]
+    Busy,
 }
 
 /// Commits the tracker's committable offsets (of `only`, if given) after syncing the index.
-/// Returns the number of partitions committed.
+/// Waits for a commit in progress (at most `lock_wait` if given). Returns the number of
+/// partitions committed.
 pub fn commit_done(
     consumer: &InputConsumer,
     shared: &Shared,
-    mode: CommitMode,
     only: Option<&[i32]>,
+    lock_wait: Option<Duration>,
 ) -> Result<usize, CommitError> {
+    let _guard = match lock_wait {
+        Some(wait) => shared
+            .commit_lock
+            .try_lock_for(wait)
+            .ok_or(CommitError::Busy)?,
+        None => shared.commit_lock.lock(),
+    };
     let candidates = {
         let mut t = shared.tracker.lock();
         let c = t.commit_candidates(only);
@@ -256,28 +264,78 @@ pub fn commit_done(
     if candidates.is_empty() {
         return Ok(0);
     }
-    shared.engine.sync(SYNC_TIMEOUT).map_err(CommitError::Index)?;
+    // Every candidate's record was acknowledged, so its index write happened before now.
+    shared
+        .engine
+        .sync(SYNC_TIMEOUT)
+        .map_err(CommitError::Index)?;
     let mut tpl = TopicPartitionList::with_capacity(candidates.len());
     for c in &candidates {
         tpl.add_partition_offset(&shared.topic, c.partition, Offset::Offset(c.offset))
             .map_err(CommitError::Kafka)?;
     }
-    match consumer.commit(&tpl, mode) {
+    tracing::debug!("committing {candidates:?}");
+    match consumer.commit(&tpl, CommitMode::Sync) {
         Ok(()) => {
-            if matches!(mode, CommitMode::Sync) {
-                let mut t = shared.tracker.lock();
-                for c in &candidates {
-                    t.committed(c.partition, c.offset);
-                    metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(c.partition)).set(c.offset as f64);
-                }
-                metrics::counter!(m::COMMITS, "result" => "ok").increment(1);
+            let mut t = shared.tracker.lock();
+            for c in &candidates {
+                t.committed(c.partition, c.offset);
+                metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(c.partition))
+                    .set(c.offset as f64);
             }
+            metrics::counter!(m::COMMITS, "result" => "ok").increment(1);
+            shared.health.broker_ok();
             Ok(candidates.len())
         }
         Err(e) => {
             metrics::counter!(m::COMMITS, "result" => "error").increment(1);
             Err(CommitError::Kafka(e))
         }
+    }
+}
+
+/// The committer thread: commits every `interval`, or when woken (enough records done).
+struct Committer {
+    wake: crossbeam_channel::Sender<()>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Committer {
+    fn spawn(consumer: Arc<InputConsumer>, shared: Arc<Shared>, interval: Duration) -> Committer {
+        let (wake, rx) = crossbeam_channel::bounded::<()>(1);
+        let handle = std::thread::Builder::new()
+            .name("committer".into())
+            .spawn(move || {
+                while !matches!(
+                    rx.recv_timeout(interval),
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected)
+                ) {
+                    match commit_done(&consumer, &shared, None, None) {
+                    Ok(_) => {}
+                    // The engine records the failure; the consumer loop sees it and stops.
+                    Err(CommitError::Index(e)) => {
+                        tracing::error!("{e}");
+                        break;
+                    }
+                    Err(e) => {
+                        if shared.health.should_log("commit") {
+                            tracing::warn!("{e}; retrying at the next commit interval (nothing is lost: uncommitted records are only processed again)");
+                        }
+                    }
+                }
+                }
+            })
+            .expect("cannot spawn the committer thread");
+        Committer { wake, handle }
+    }
+
+    fn wake(&self) {
+        let _ = self.wake.try_send(());
+    }
+
+    fn stop(self) {
+        drop(self.wake);
+        let _ = self.handle.join();
     }
 }
 
@@ -293,9 +351,16 @@ pub enum LoopExit {
 fn set_paused(consumer: &InputConsumer, pause: bool) {
     match consumer.assignment() {
         Ok(tpl) if tpl.count() > 0 => {
-            let r = if pause { consumer.pause(&tpl) } else { consumer.resume(&tpl) };
+            let r = if pause {
+                consumer.pause(&tpl)
+            } else {
+                consumer.resume(&tpl)
+            };
             if let Err(e) = r {
-                tracing::warn!("cannot {} fetching: {e}", if pause { "pause" } else { "resume" });
+                tracing::warn!(
+                    "cannot {} fetching: {e}",
+                    if pause { "pause" } else { "resume" }
+                );
             }
         }
         Ok(_) => {}
@@ -304,7 +369,11 @@ fn set_paused(consumer: &InputConsumer, pause: bool) {
     metrics::gauge!(m::FETCH_PAUSED).set(if pause { 1.0 } else { 0.0 });
 }
 
-fn detach(msg: &rdkafka::message::BorrowedMessage<'_>, topic: &Arc<str>, epoch: u64) -> InputMessage {
+fn detach(
+    msg: &rdkafka::message::BorrowedMessage<'_>,
+    topic: &Arc<str>,
+    epoch: u64,
+) -> InputMessage {
     InputMessage {
         topic: topic.clone(),
         partition: msg.partition(),
@@ -317,7 +386,12 @@ fn detach(msg: &rdkafka::message::BorrowedMessage<'_>, topic: &Arc<str>, epoch: 
             .headers()
             .map(|h| {
                 h.iter()
-                    .map(|h| (h.key.to_owned(), h.value.map(<[u8]>::to_vec).unwrap_or_default()))
+                    .map(|h| {
+                        (
+                            h.key.to_owned(),
+                            h.value.map(<[u8]>::to_vec).unwrap_or_default(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default(),
@@ -329,7 +403,10 @@ fn report_poll_error(shared: &Shared, ctx: &ServiceClientContext, e: &KafkaError
     match e.rdkafka_error_code() {
         Some(RDKafkaErrorCode::UnknownTopicOrPartition) | Some(RDKafkaErrorCode::UnknownTopic) => {
             if shared.health.should_log("unknown-input-topic") {
-                tracing::warn!("input topic {} does not exist (yet): {e}; waiting for it", shared.topic);
+                tracing::warn!(
+                    "input topic {} does not exist (yet): {e}; waiting for it",
+                    shared.topic
+                );
             }
         }
         _ => ctx.report(e, "while consuming"),
@@ -347,7 +424,8 @@ fn export_progress(shared: &Shared) {
             metrics::gauge!(m::CONSUMED_OFFSET, "partition" => label.clone()).set(c as f64);
         }
         if let (Some(c), Some(k)) = (p.consumed_upto, p.committed) {
-            metrics::gauge!(m::UNCOMMITTED_MESSAGES, "partition" => label.clone()).set((c - k).max(0) as f64);
+            metrics::gauge!(m::UNCOMMITTED_MESSAGES, "partition" => label.clone())
+                .set((c - k).max(0) as f64);
         }
         // High watermark from the last statistics event (no request of our own).
         let high = shared.watermarks.lock().get(&p.partition).copied();
@@ -355,7 +433,11 @@ fn export_progress(shared: &Shared) {
             metrics::gauge!(m::HIGH_WATERMARK, "partition" => label.clone()).set(high as f64);
             let position = p.consumed_upto.or(p.committed);
             let suspect = position.is_some_and(|pos| high < pos);
-            metrics::gauge!(m::WATERMARK_SUSPECT, "partition" => label.clone()).set(if suspect { 1.0 } else { 0.0 });
+            metrics::gauge!(m::WATERMARK_SUSPECT, "partition" => label.clone()).set(if suspect {
+                1.0
+            } else {
+                0.0
+            });
             if suspect {
                 metrics::gauge!(m::CONSUMER_LAG, "partition" => label).set(-1.0);
                 if shared.suspect_logged.lock().insert(p.partition) {
@@ -366,25 +448,32 @@ fn export_progress(shared: &Shared) {
                     );
                 }
             } else if let Some(base) = p.committed.or(p.consumed_upto) {
-                metrics::gauge!(m::CONSUMER_LAG, "partition" => label).set((high - base).max(0) as f64);
+                metrics::gauge!(m::CONSUMER_LAG, "partition" => label)
+                    .set((high - base).max(0) as f64);
             }
         }
     }
     metrics::gauge!(m::IN_FLIGHT).set(in_flight as f64);
-    metrics::gauge!(m::ASSIGNED_PARTITIONS).set(shared.health.assigned.load(Ordering::Relaxed) as f64);
+    metrics::gauge!(m::ASSIGNED_PARTITIONS)
+        .set(shared.health.assigned.load(Ordering::Relaxed) as f64);
     shared.health.in_flight.store(in_flight, Ordering::Relaxed);
 }
 
 /// Consumes until `stop` is set or the decision stage fails, then drains and commits.
-pub fn run_loop(consumer: &InputConsumer, engine: &mut Engine, settings: &Settings, stop: &AtomicBool) -> LoopExit {
+pub fn run_loop(
+    consumer: &Arc<InputConsumer>,
+    engine: &mut Engine,
+    settings: &Settings,
+    stop: &AtomicBool,
+) -> LoopExit {
     let ctx = consumer.context();
     let shared = ctx.shared.clone();
+    let committer = Committer::spawn(consumer.clone(), shared.clone(), settings.commit_interval);
     let topic: Arc<str> = Arc::from(settings.input_topic.as_str());
     let consumed = metrics::counter!(m::ARTICLES_CONSUMED);
     let max_in_flight = settings.max_in_flight;
     let resume_at = max_in_flight / 2;
     let mut paused = false;
-    let mut last_commit = Instant::now();
     let mut last_export = Instant::now();
     metrics::gauge!(m::BROKER_UP).set(1.0);
     metrics::gauge!(m::FETCH_PAUSED).set(0.0);
@@ -413,7 +502,10 @@ pub fn run_loop(consumer: &InputConsumer, engine: &mut Engine, settings: &Settin
             None => {}
             Some(Ok(msg)) => {
                 shared.health.broker_ok();
-                let epoch = shared.tracker.lock().register(msg.partition(), msg.offset());
+                let epoch = shared
+                    .tracker
+                    .lock()
+                    .register(msg.partition(), msg.offset());
                 let input = detach(&msg, &topic, epoch);
                 drop(msg);
                 consumed.increment(1);
@@ -424,19 +516,8 @@ pub fn run_loop(consumer: &InputConsumer, engine: &mut Engine, settings: &Settin
             Some(Err(e)) => report_poll_error(&shared, &ctx.client, &e),
         }
         shared.health.polled();
-        let due = last_commit.elapsed() >= settings.commit_interval
-            || shared.tracker.lock().released_since_commit() >= settings.commit_every;
-        if due {
-            last_commit = Instant::now();
-            match commit_done(consumer, &shared, CommitMode::Async, None) {
-                Ok(_) => {}
-                Err(CommitError::Index(e)) => break Some(e.to_string()),
-                Err(e) => {
-                    if shared.health.should_log("commit") {
-                        tracing::warn!("{e}; retrying at the next commit interval");
-                    }
-                }
-            }
+        if shared.tracker.lock().released_since_commit() >= settings.commit_every {
+            committer.wake();
         }
         if last_export.elapsed() >= Duration::from_secs(1) {
             last_export = Instant::now();
@@ -445,9 +526,11 @@ pub fn run_loop(consumer: &InputConsumer, engine: &mut Engine, settings: &Settin
     };
 
     // Drain: stop fetching, keep polling (callbacks, membership) until in-flight work is done.
-    shared
-        .health
-        .set_state(if fatal.is_some() { State::Failed } else { State::Draining });
+    shared.health.set_state(if fatal.is_some() {
+        State::Failed
+    } else {
+        State::Draining
+    });
     set_paused(consumer, true);
     let timeout = if fatal.is_some() {
         settings.shutdown_timeout.min(Duration::from_secs(10))
@@ -489,9 +572,12 @@ pub fn run_loop(consumer: &InputConsumer, engine: &mut Engine, settings: &Settin
             );
         }
     }
-    match commit_done(consumer, &shared, CommitMode::Sync, None) {
+    committer.stop();
+    match commit_done(consumer, &shared, None, None) {
         Ok(n) => tracing::info!("final commit done ({n} partitions advanced)"),
-        Err(e) => tracing::warn!("final commit failed: {e}; records after the last commit will be processed again"),
+        Err(e) => tracing::warn!(
+            "final commit failed: {e}; records after the last commit will be processed again"
+        ),
     }
     export_progress(&shared);
     match fatal {

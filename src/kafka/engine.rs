@@ -122,7 +122,9 @@ impl EngineHandle {
     /// Asks the decision thread to make every index write so far durable, and waits.
     pub fn sync(&self, timeout: Duration) -> Result<(), EngineError> {
         let (tx, rx) = bounded(1);
-        self.control.send(Control::Sync(tx)).map_err(|_| self.stopped())?;
+        self.control
+            .send(Control::Sync(tx))
+            .map_err(|_| self.stopped())?;
         match rx.recv_timeout(timeout) {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(EngineError::Failed(e)),
@@ -233,7 +235,12 @@ impl Engine {
     }
 }
 
-fn prepare_loop(rx: Receiver<Job>, tx: Sender<Ready>, preparer: &dyn Preparer, abandon: &AtomicBool) {
+fn prepare_loop(
+    rx: Receiver<Job>,
+    tx: Sender<Ready>,
+    preparer: &dyn Preparer,
+    abandon: &AtomicBool,
+) {
     for Job { seq, mut msg } in rx {
         if abandon.load(Ordering::Relaxed) {
             continue;
@@ -330,6 +337,12 @@ fn decide_loop<S: DurableStore, K: OutputSink>(
             recv(control_rx) -> c => match c {
                 Ok(Control::Sync(reply)) => {
                     let result = deduper.store().sync().map_err(|e| e.to_string());
+                    if let Err(e) = &result {
+                        failed = true;
+                        let msg = format!("cannot sync the index: {e}; stopped deciding");
+                        tracing::error!("{msg}");
+                        failure.lock().get_or_insert(msg);
+                    }
                     if last_disk.elapsed() >= Duration::from_secs(10) {
                         last_disk = Instant::now();
                         metrics.index_disk.set(deduper.store().disk_bytes() as f64);

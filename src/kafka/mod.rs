@@ -153,7 +153,9 @@ impl Health {
 
     fn poll_age(&self) -> Duration {
         let last = self.last_poll_ms.load(Ordering::Relaxed);
-        self.started.elapsed().saturating_sub(Duration::from_millis(last))
+        self.started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
     }
 
     fn body(&self, status: &str) -> String {
@@ -214,7 +216,10 @@ impl ServiceClientContext {
         if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
             self.health.broker_down(format!("{error}: {reason}"));
         }
-        if !self.health.should_log(&format!("{}:{code_name}", self.client)) {
+        if !self
+            .health
+            .should_log(&format!("{}:{code_name}", self.client))
+        {
             return;
         }
         if unreachable {

@@ -61,7 +61,9 @@ impl Acks {
     fn delivered(&self, kind: OutputKind, ticket: &Ticket) {
         self.delivered[kind as usize].increment(1);
         self.latency.record(ticket.received.elapsed().as_secs_f64());
-        self.tracker.lock().done(ticket.partition, ticket.epoch, ticket.offset);
+        self.tracker
+            .lock()
+            .done(ticket.partition, ticket.epoch, ticket.offset);
     }
 }
 
@@ -101,12 +103,15 @@ fn topic_of(topics: &Topics, kind: OutputKind) -> &str {
 }
 
 fn owned_headers(headers: &[(String, Vec<u8>)]) -> OwnedHeaders {
-    headers.iter().fold(OwnedHeaders::new_with_capacity(headers.len()), |h, (k, v)| {
-        h.insert(Header {
-            key: k,
-            value: Some(v),
-        })
-    })
+    headers.iter().fold(
+        OwnedHeaders::new_with_capacity(headers.len()),
+        |h, (k, v)| {
+            h.insert(Header {
+                key: k,
+                value: Some(v),
+            })
+        },
+    )
 }
 
 fn is_size_error(e: &KafkaError) -> bool {
@@ -137,13 +142,21 @@ fn on_failure(record: OutputRecord, error: &KafkaError) -> Next {
             record.kind.as_str(),
             record.payload.len()
         );
-        Next::Replace(record::oversized_fallback(record, &error.to_string(), limit))
+        Next::Replace(record::oversized_fallback(
+            record,
+            &error.to_string(),
+            limit,
+        ))
     } else {
         Next::Retry(record)
     }
 }
 
-fn try_enqueue(producer: &OutputProducer, topics: &Topics, record: &OutputRecord) -> Result<DeliveryFuture, KafkaError> {
+fn try_enqueue(
+    producer: &OutputProducer,
+    topics: &Topics,
+    record: &OutputRecord,
+) -> Result<DeliveryFuture, KafkaError> {
     let mut fr: FutureRecord<'_, [u8], [u8]> = FutureRecord::to(topic_of(topics, record.kind))
         .payload(record.payload.as_slice())
         .headers(owned_headers(&record.headers));
@@ -176,7 +189,10 @@ fn enqueue_blocking(
             Err(e) => match on_failure(record, &e) {
                 Next::Replace(r) => record = r,
                 Next::Retry(r) => {
-                    tracing::warn!("cannot produce to {}: {e}; retrying in {backoff:?}", topic_of(topics, r.kind));
+                    tracing::warn!(
+                        "cannot produce to {}: {e}; retrying in {backoff:?}",
+                        topic_of(topics, r.kind)
+                    );
                     std::thread::sleep(backoff);
                     backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                     record = r;
@@ -235,7 +251,10 @@ async fn deliver(
                 Err(e) => match on_failure(record, &e) {
                     Next::Replace(r) => record = r,
                     Next::Retry(r) => {
-                        tracing::warn!("cannot produce to {}: {e}; retrying in {backoff:?}", topic_of(&topics, r.kind));
+                        tracing::warn!(
+                            "cannot produce to {}: {e}; retrying in {backoff:?}",
+                            topic_of(&topics, r.kind)
+                        );
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                         record = r;
@@ -248,7 +267,9 @@ async fn deliver(
 
 impl OutputSink for ProducerSink {
     fn send(&mut self, record: OutputRecord, ticket: Ticket) {
-        let Some((future, record)) = enqueue_blocking(&self.producer, &self.topics, record, &self.abandon) else {
+        let Some((future, record)) =
+            enqueue_blocking(&self.producer, &self.topics, record, &self.abandon)
+        else {
             return;
         };
         self.runtime.spawn(deliver(

@@ -102,7 +102,10 @@ impl InputMessage {
             .cloned()
             .collect();
         h.push((H_SOURCE_TOPIC.into(), self.topic.as_bytes().to_vec()));
-        h.push((H_SOURCE_PARTITION.into(), self.partition.to_string().into_bytes()));
+        h.push((
+            H_SOURCE_PARTITION.into(),
+            self.partition.to_string().into_bytes(),
+        ));
         h.push((H_SOURCE_OFFSET.into(), self.offset.to_string().into_bytes()));
         if let Some(ts) = self.timestamp_ms {
             h.push((H_SOURCE_TIMESTAMP.into(), ts.to_string().into_bytes()));
@@ -114,7 +117,12 @@ impl InputMessage {
 
 /// The output record of a decided article: the same JSON as `batch` (input object + `dedup`),
 /// keyed by article id.
-pub fn decided_record(input: &InputMessage, id: &str, record: &Value, decision: &Decision) -> OutputRecord {
+pub fn decided_record(
+    input: &InputMessage,
+    id: &str,
+    record: &Value,
+    decision: &Decision,
+) -> OutputRecord {
     let kind = if decision.is_duplicate() {
         OutputKind::Duplicate
     } else {
@@ -132,10 +140,15 @@ pub fn decided_record(input: &InputMessage, id: &str, record: &Value, decision: 
 /// The DLQ record of an invalid input: its original bytes and key, plus reason headers.
 pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
     let mut headers = input.output_headers("invalid");
-    headers.push((H_ERROR_REASON.into(), error.reason.as_str().as_bytes().to_vec()));
+    headers.push((
+        H_ERROR_REASON.into(),
+        error.reason.as_str().as_bytes().to_vec(),
+    ));
     headers.push((
         H_ERROR_MESSAGE.into(),
-        truncate_utf8(&error.message, MAX_ERROR_MESSAGE_BYTES).as_bytes().to_vec(),
+        truncate_utf8(&error.message, MAX_ERROR_MESSAGE_BYTES)
+            .as_bytes()
+            .to_vec(),
     ));
     OutputRecord {
         kind: OutputKind::Dlq,
@@ -147,7 +160,11 @@ pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
 
 /// A record the broker refused as too large becomes a DLQ record (reason `oversized`) whose value
 /// is the first `max_bytes` of the refused value; the source headers locate the original.
-pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str, max_bytes: usize) -> OutputRecord {
+pub fn oversized_fallback(
+    rejected: OutputRecord,
+    broker_error: &str,
+    max_bytes: usize,
+) -> OutputRecord {
     let original_len = rejected.payload.len();
     let mut payload = rejected.payload;
     payload.truncate(max_bytes);
@@ -158,7 +175,10 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str, max_bytes:
         .collect();
     let what = match rejected.kind {
         OutputKind::Dlq => "the dead-letter record".to_owned(),
-        kind => format!("the {} output record (decision stored in the index)", kind.as_str()),
+        kind => format!(
+            "the {} output record (decision stored in the index)",
+            kind.as_str()
+        ),
     };
     headers.push((H_DECISION.into(), b"invalid".to_vec()));
     headers.push((H_ERROR_REASON.into(), b"oversized".to_vec()));
@@ -171,7 +191,10 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str, max_bytes:
         .as_bytes()
         .to_vec(),
     ));
-    headers.push((H_ERROR_TRUNCATED.into(), original_len.to_string().into_bytes()));
+    headers.push((
+        H_ERROR_TRUNCATED.into(),
+        original_len.to_string().into_bytes(),
+    ));
     OutputRecord {
         kind: OutputKind::Dlq,
         key: rejected.key,
@@ -208,13 +231,20 @@ mod tests {
             timestamp_ms: Some(1_700_000_000_000),
             key: Some(b"k".to_vec()),
             payload: Some(b"{not json".to_vec()),
-            headers: vec![("trace".into(), b"t1".to_vec()), ("newsdedup.decision".into(), b"forged".to_vec())],
+            headers: vec![
+                ("trace".into(), b"t1".to_vec()),
+                ("newsdedup.decision".into(), b"forged".to_vec()),
+            ],
             received: Instant::now(),
         }
     }
 
     fn header<'a>(r: &'a OutputRecord, k: &str) -> Vec<&'a [u8]> {
-        r.headers.iter().filter(|(n, _)| n == k).map(|(_, v)| v.as_slice()).collect()
+        r.headers
+            .iter()
+            .filter(|(n, _)| n == k)
+            .map(|(_, v)| v.as_slice())
+            .collect()
     }
 
     #[test]
@@ -242,13 +272,24 @@ mod tests {
         assert_eq!(header(&r, H_SOURCE_PARTITION), [b"2"]);
         assert_eq!(header(&r, H_SOURCE_OFFSET), [b"41"]);
         assert_eq!(header(&r, H_SOURCE_TIMESTAMP), [b"1700000000000"]);
-        assert_eq!(header(&r, H_DECISION), [b"duplicate"], "forged input header dropped");
-        assert_eq!(header(&r, "trace"), [b"t1"], "other input headers pass through");
+        assert_eq!(
+            header(&r, H_DECISION),
+            [b"duplicate"],
+            "forged input header dropped"
+        );
+        assert_eq!(
+            header(&r, "trace"),
+            [b"t1"],
+            "other input headers pass through"
+        );
     }
 
     #[test]
     fn dlq_record_keeps_original_bytes() {
-        let err = InvalidArticle::new(InvalidReason::BadJson, "not valid JSON: ".to_owned() + &"é".repeat(2000));
+        let err = InvalidArticle::new(
+            InvalidReason::BadJson,
+            "not valid JSON: ".to_owned() + &"é".repeat(2000),
+        );
         let r = dlq_record(input(), &err);
         assert_eq!(r.kind, OutputKind::Dlq);
         assert_eq!(r.payload, b"{not json");

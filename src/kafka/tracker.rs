@@ -44,7 +44,11 @@ impl PartitionState {
     /// one when nothing is pending. None until something has been released.
     fn committable(&self) -> Option<i64> {
         let released = self.released_upto?;
-        Some(self.pending.first_key_value().map_or(released, |(&first, _)| first))
+        Some(
+            self.pending
+                .first_key_value()
+                .map_or(released, |(&first, _)| first),
+        )
     }
 }
 
@@ -81,7 +85,13 @@ impl OffsetTracker {
     pub fn assign(&mut self, partition: i32) -> u64 {
         self.next_epoch += 1;
         let epoch = self.next_epoch;
-        if let Some(old) = self.partitions.insert(partition, PartitionState { epoch, ..Default::default() }) {
+        if let Some(old) = self.partitions.insert(
+            partition,
+            PartitionState {
+                epoch,
+                ..Default::default()
+            },
+        ) {
             self.in_flight -= old.pending.len();
         }
         epoch
@@ -120,13 +130,19 @@ impl OffsetTracker {
         if state.pending.insert(offset, false).is_none() {
             self.in_flight += 1;
         }
-        state.consumed_upto = Some(state.consumed_upto.map_or(offset + 1, |c| c.max(offset + 1)));
+        state.consumed_upto = Some(
+            state
+                .consumed_upto
+                .map_or(offset + 1, |c| c.max(offset + 1)),
+        );
         state.epoch
     }
 
     /// Marks a message done. Returns false if it belongs to an abandoned epoch or is unknown.
     pub fn done(&mut self, partition: i32, epoch: u64, offset: i64) -> bool {
-        let Some(state) = self.partitions.get_mut(&partition) else { return false };
+        let Some(state) = self.partitions.get_mut(&partition) else {
+            return false;
+        };
         if state.epoch != epoch {
             return false;
         }
@@ -158,7 +174,10 @@ impl OffsetTracker {
 
     /// Messages released since the last confirmed commit, over all partitions.
     pub fn released_since_commit(&self) -> u64 {
-        self.partitions.values().map(|s| s.released_since_commit).sum()
+        self.partitions
+            .values()
+            .map(|s| s.released_since_commit)
+            .sum()
     }
 
     /// Offsets that are ahead of the last confirmed commit (restricted to `only` if given).
@@ -169,7 +188,8 @@ impl OffsetTracker {
             .filter(|(p, _)| only.is_none_or(|o| o.contains(p)))
             .filter_map(|(&partition, s)| {
                 let offset = s.committable()?;
-                (s.committed.is_none_or(|c| offset > c)).then_some(CommitCandidate { partition, offset })
+                (s.committed.is_none_or(|c| offset > c))
+                    .then_some(CommitCandidate { partition, offset })
             })
             .collect();
         out.sort_unstable_by_key(|c| c.partition);
@@ -222,7 +242,10 @@ mod tests {
     use super::*;
 
     fn cands(t: &OffsetTracker) -> Vec<(i32, i64)> {
-        t.commit_candidates(None).iter().map(|c| (c.partition, c.offset)).collect()
+        t.commit_candidates(None)
+            .iter()
+            .map(|c| (c.partition, c.offset))
+            .collect()
     }
 
     #[test]
@@ -236,9 +259,16 @@ mod tests {
         assert!(cands(&t).is_empty());
         assert!(t.done(0, e, 11));
         assert!(t.done(0, e, 14));
-        assert!(cands(&t).is_empty(), "10 is not done: nothing may be committed");
+        assert!(
+            cands(&t).is_empty(),
+            "10 is not done: nothing may be committed"
+        );
         assert!(t.done(0, e, 10));
-        assert_eq!(cands(&t), [(0, 13)], "13 is the first not done (12 was never consumed)");
+        assert_eq!(
+            cands(&t),
+            [(0, 13)],
+            "13 is the first not done (12 was never consumed)"
+        );
         assert!(t.done(0, e, 13));
         assert_eq!(cands(&t), [(0, 15)]);
         assert_eq!(t.in_flight(), 0);
