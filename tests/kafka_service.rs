@@ -1,0 +1,956 @@
+//! `newsdedup run` end to end against a local Tansu broker (scripts/broker.sh): real corpus
+//! articles with planted reposts, exact replays and malformed records; kill -9 mid-stream and
+//! restart; single-partition equivalence with `batch`; DLQ reasons; committed offsets; /metrics
+//! and /health over HTTP; SIGTERM exit 0; the index lock; an unreachable broker.
+//!
+//! Each test starts its own broker (own state dir, own port) and stops it on drop, panics included.
+//! Known Tansu gap: a record with an empty value is not delivered to consumers, so the DLQ path
+//! of an empty value (reason `bad_json`: "record has no value") cannot be tested here.
+
+mod common;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+const FAST_GROUP: [&str; 6] = [
+    "-X",
+    "session.timeout.ms=6000",
+    "-X",
+    "heartbeat.interval.ms=500",
+    "-X",
+    "max.poll.interval.ms=10000",
+];
+
+// ---------------------------------------------------------------------------------------------
+// Broker
+
+struct Broker {
+    state: PathBuf,
+    bootstrap: String,
+}
+
+fn broker_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/broker.sh")
+}
+
+impl Broker {
+    fn start(dir: &Path) -> Broker {
+        let state = dir.join("broker");
+        let out = Command::new("bash")
+            .arg(broker_script())
+            .arg("start")
+            .arg("--state-dir")
+            .arg(&state)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/broker.sh");
+        assert!(out.status.success(), "broker.sh start failed");
+        let bootstrap = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("bootstrap line")
+            .trim()
+            .to_owned();
+        Broker { state, bootstrap }
+    }
+
+    fn create_topics(&self, specs: &[&str]) {
+        let status = Command::new("bash")
+            .arg(broker_script())
+            .arg("create-topics")
+            .arg("--state-dir")
+            .arg(&self.state)
+            .args(specs)
+            .status()
+            .expect("run scripts/broker.sh");
+        assert!(status.success(), "create-topics failed");
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(broker_script())
+            .arg("stop")
+            .arg("--state-dir")
+            .arg(&self.state)
+            .status();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Service process
+
+struct Service {
+    child: Child,
+    log: PathBuf,
+    metrics: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn start_service(brokers: &str, index: &Path, log: &Path, extra: &[&str]) -> Service {
+    let port = free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("service log");
+    let child = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+        .arg("run")
+        .args(["--brokers", brokers, "--metrics-addr", &metrics])
+        .arg("--index-dir")
+        .arg(index)
+        .args(FAST_GROUP)
+        .args(extra)
+        .env("NEWSDEDUP_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .expect("spawn newsdedup run");
+    Service {
+        child,
+        log: log.to_owned(),
+        metrics,
+    }
+}
+
+impl Service {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// SIGTERM; returns the exit status and how long the process took to exit.
+    fn terminate(&mut self, limit: Duration) -> (ExitStatus, Duration) {
+        let start = Instant::now();
+        self.signal("-TERM");
+        self.wait(limit)
+            .map(|s| (s, start.elapsed()))
+            .unwrap_or_else(|| panic!("no exit within {limit:?} of SIGTERM; log:\n{}", self.log()))
+    }
+
+    fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some(s) = self.child.try_wait().expect("try_wait") {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
+    fn kill9(&mut self) {
+        self.child.kill().expect("kill -9");
+        let _ = self.child.wait();
+    }
+
+    fn http(&self, path: &str) -> Option<(u16, String)> {
+        http_get(&self.metrics, path)
+    }
+
+    /// Waits until the HTTP endpoint answers.
+    fn wait_http(&self) {
+        let start = Instant::now();
+        while self.http("/health").is_none() {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "no /health; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let status = buf.split_whitespace().nth(1)?.parse().ok()?;
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// The value of a Prometheus sample (`name{labels} value`), summed over matching lines.
+fn metric(text: &str, name_and_labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(k, _)| *k == name_and_labels)
+        .filter_map(|(_, v)| v.parse::<f64>().ok())
+        .sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input
+
+#[derive(Clone, Debug)]
+struct Input {
+    key: Option<String>,
+    value: Vec<u8>,
+    /// Some(reason) for a malformed record.
+    bad: Option<&'static str>,
+    /// Article id for a valid record.
+    id: Option<String>,
+}
+
+fn valid(a: &serde_json::Map<String, Value>) -> Input {
+    let id = common::str_field(a, "id").to_owned();
+    Input {
+        key: Some(id.clone()),
+        value: serde_json::to_vec(&Value::Object(a.clone())).expect("json"),
+        bad: None,
+        id: Some(id),
+    }
+}
+
+/// Corpus articles (a slice of the sina file) with a planted repost after every 10th long one.
+/// Returns the inputs and the (original id, repost id) pairs.
+fn corpus_inputs(skip: usize, n: usize, tag: &str) -> (Vec<Input>, Vec<(String, String)>) {
+    let mut out = Vec::new();
+    let mut pairs = Vec::new();
+    let articles = common::corpus_articles("sina_2018_patrick233.jsonl", skip + n);
+    for (i, a) in articles.into_iter().skip(skip).enumerate() {
+        let content = common::str_field(&a, "content").to_owned();
+        let title = common::str_field(&a, "title").to_owned();
+        let id = common::str_field(&a, "id").to_owned();
+        out.push(valid(&a));
+        if i % 10 == 0 && content.chars().count() > 300 {
+            let repost_id = format!("repost-{tag}-{id}");
+            let repost = json!({
+                "id": repost_id,
+                "title": title,
+                "content": format!("<p>{content}</p>\n责任编辑：李四"),
+                "url": format!("https://mirror.example/{tag}/{i}"),
+            });
+            out.push(valid(repost.as_object().expect("object")));
+            pairs.push((id, repost_id));
+        }
+    }
+    (out, pairs)
+}
+
+/// One malformed record of each kind (an oversized one needs --max-article-bytes 200000).
+fn malformed(tag: &str) -> Vec<Input> {
+    let big = format!(
+        "{{\"id\":\"big-{tag}\",\"content\":\"{}\"}}",
+        "长".repeat(100_000)
+    );
+    let cases: Vec<(Vec<u8>, &'static str)> = vec![
+        (b"this is not json".to_vec(), "bad_json"),
+        (
+            b"{\"id\":\"u1\",\"content\":\"\xff\xfe\"}".to_vec(),
+            "bad_utf8",
+        ),
+        (b"[1,2,3]".to_vec(), "not_object"),
+        (b"{\"content\":\"no id\"}".to_vec(), "missing_field"),
+        (b"{\"id\":\"x2\"}".to_vec(), "missing_field"),
+        (b"{\"id\":42,\"content\":\"x\"}".to_vec(), "wrong_type"),
+        (
+            b"{\"id\":\"x3\",\"content\":\"x\",\"url\":5}".to_vec(),
+            "wrong_type",
+        ),
+        (b"{\"id\":\"\",\"content\":\"x\"}".to_vec(), "bad_id"),
+        (
+            b"{\"id\":\"x4\",\"content\":\"   \",\"title\":\"\"}".to_vec(),
+            "empty_text",
+        ),
+        (
+            "{\"id\":\"x5\",\"content\":\"，。！？😀\"}"
+                .as_bytes()
+                .to_vec(),
+            "no_features",
+        ),
+        (big.into_bytes(), "oversized"),
+    ];
+    cases
+        .into_iter()
+        .enumerate()
+        .map(|(i, (value, reason))| Input {
+            key: (i % 2 == 0).then(|| format!("bad-{tag}-{i}")),
+            value,
+            bad: Some(reason),
+            id: None,
+        })
+        .collect()
+}
+
+/// Interleaves `extra` into `base` at regular positions (deterministic).
+fn interleave(base: Vec<Input>, extra: Vec<Input>) -> Vec<Input> {
+    let every = (base.len() / (extra.len() + 1)).max(1);
+    let mut extra = extra.into_iter();
+    let mut out = Vec::new();
+    for (i, x) in base.into_iter().enumerate() {
+        out.push(x);
+        if i % every == every - 1 {
+            if let Some(e) = extra.next() {
+                out.push(e);
+            }
+        }
+    }
+    out.extend(extra);
+    out
+}
+
+/// Produces `inputs` in order; returns (partition, offset) of each.
+fn produce(
+    brokers: &str,
+    topic: &str,
+    inputs: &[Input],
+    partition: Option<i32>,
+) -> Vec<(i32, i64)> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("linger.ms", "5")
+        .set("message.max.bytes", "2000000")
+        .create()
+        .expect("producer");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut futures = Vec::with_capacity(inputs.len());
+        for (i, input) in inputs.iter().enumerate() {
+            let headers = OwnedHeaders::new().insert(Header {
+                key: "test.seq",
+                value: Some(&i.to_string()),
+            });
+            let mut r: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic)
+                .payload(input.value.as_slice())
+                .headers(headers);
+            if let Some(k) = &input.key {
+                r = r.key(k.as_str());
+            }
+            if let Some(p) = partition {
+                r = r.partition(p);
+            }
+            futures.push(
+                producer
+                    .send_result(r)
+                    .map_err(|(e, _)| e)
+                    .expect("enqueue"),
+            );
+        }
+        let mut coords = Vec::with_capacity(futures.len());
+        for f in futures {
+            let d = f
+                .await
+                .expect("delivery future")
+                .map_err(|(e, _)| e)
+                .expect("delivered");
+            coords.push((d.partition, d.offset));
+        }
+        coords
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+#[derive(Clone, Debug)]
+struct Output {
+    topic: String,
+    key: Option<String>,
+    value: Vec<u8>,
+    headers: HashMap<String, String>,
+}
+
+impl Output {
+    fn source(&self) -> (i32, i64) {
+        let p = self.headers["newsdedup.source.partition"]
+            .parse()
+            .expect("partition header");
+        let o = self.headers["newsdedup.source.offset"]
+            .parse()
+            .expect("offset header");
+        (p, o)
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.value).expect("output JSON")
+    }
+}
+
+struct Reader {
+    consumer: BaseConsumer,
+    got: Vec<Output>,
+}
+
+impl Reader {
+    fn new(brokers: &str, topics: &[(&str, i32)]) -> Reader {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("group.id", "test-reader")
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "50")
+            .create()
+            .expect("reader");
+        let mut tpl = TopicPartitionList::new();
+        for (t, parts) in topics {
+            for p in 0..*parts {
+                tpl.add_partition_offset(t, p, Offset::Beginning)
+                    .expect("tpl");
+            }
+        }
+        consumer.assign(&tpl).expect("assign");
+        Reader {
+            consumer,
+            got: Vec::new(),
+        }
+    }
+
+    fn poll_for(&mut self, d: Duration) {
+        let start = Instant::now();
+        while start.elapsed() < d {
+            match self.consumer.poll(Duration::from_millis(50)) {
+                Some(Ok(m)) => self.got.push(Output {
+                    topic: m.topic().to_owned(),
+                    key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
+                    value: m.payload().unwrap_or_default().to_vec(),
+                    headers: m
+                        .headers()
+                        .map(|h| {
+                            h.iter()
+                                .map(|h| {
+                                    (
+                                        h.key.to_owned(),
+                                        String::from_utf8_lossy(h.value.unwrap_or_default())
+                                            .into_owned(),
+                                    )
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                }),
+                Some(Err(e)) => eprintln!("reader: {e}"),
+                None => {}
+            }
+        }
+    }
+
+    /// Polls until every coordinate in `want` is answered by some output, or panics.
+    fn wait_covered(
+        &mut self,
+        want: &HashSet<(i32, i64)>,
+        limit: Duration,
+        log: &dyn Fn() -> String,
+    ) {
+        let start = Instant::now();
+        loop {
+            let covered: HashSet<(i32, i64)> = self.got.iter().map(Output::source).collect();
+            let missing = want.difference(&covered).count();
+            if missing == 0 {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "{missing} of {} inputs have no output after {limit:?}; service log:\n{}",
+                want.len(),
+                log()
+            );
+            self.poll_for(Duration::from_millis(200));
+        }
+    }
+}
+
+fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
+    }
+    let c = consumer
+        .committed_offsets(tpl, Duration::from_secs(10))
+        .expect("committed offsets");
+    c.elements_for_topic(topic)
+        .iter()
+        .map(|e| (e.partition(), e.offset().to_raw().unwrap_or(-1)))
+        .collect()
+}
+
+/// Highest offset + 1 per partition of the produced records.
+fn ends(coords: &[(i32, i64)]) -> BTreeMap<i32, i64> {
+    let mut m = BTreeMap::new();
+    for &(p, o) in coords {
+        let e = m.entry(p).or_insert(0);
+        *e = (*e).max(o + 1);
+    }
+    m
+}
+
+fn write_jsonl(path: &Path, inputs: &[Input]) {
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).expect("jsonl"));
+    for i in inputs {
+        f.write_all(&i.value).expect("write");
+        f.write_all(b"\n").expect("write");
+    }
+    f.flush().expect("flush");
+}
+
+fn run_batch(input: &Path, output: &Path, index: &Path) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+        .args([
+            "batch",
+            "--quiet",
+            "--max-article-bytes",
+            "200000",
+            "--input",
+        ])
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .expect("batch");
+    assert!(
+        out.status.success(),
+        "batch failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(output)
+        .expect("batch output")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("batch line"))
+        .collect()
+}
+
+/// Checks every output against its input: valid -> unique/duplicate topic with the article plus
+/// `dedup`, key = id; malformed -> DLQ with original key and bytes and the expected reason.
+/// Returns the decision per id, checking that all outputs of an id agree.
+fn check_outputs(
+    inputs_by_coord: &HashMap<(i32, i64), Input>,
+    outputs: &[Output],
+) -> HashMap<String, Value> {
+    let mut by_id: HashMap<String, (String, Value)> = HashMap::new();
+    for o in outputs {
+        let coord = o.source();
+        let input = inputs_by_coord
+            .get(&coord)
+            .unwrap_or_else(|| panic!("output for unknown input {coord:?}"));
+        assert_eq!(o.headers["newsdedup.source.topic"], "articles.raw");
+        assert!(o.headers.contains_key("newsdedup.source.timestamp"));
+        assert!(
+            o.headers.contains_key("test.seq"),
+            "input headers pass through"
+        );
+        match input.bad {
+            Some(reason) => {
+                assert_eq!(o.topic, "articles.dlq", "malformed {reason} not in the DLQ");
+                assert_eq!(o.headers["newsdedup.error.reason"], reason);
+                assert!(!o.headers["newsdedup.error.message"].is_empty());
+                assert_eq!(o.headers["newsdedup.decision"], "invalid");
+                assert_eq!(o.value, input.value, "DLQ keeps the original bytes");
+                assert_eq!(o.key, input.key, "DLQ keeps the original key");
+            }
+            None => {
+                let id = input.id.clone().expect("id");
+                assert!(
+                    o.topic == "articles.unique" || o.topic == "articles.duplicate",
+                    "{}",
+                    o.topic
+                );
+                assert_eq!(o.key.as_deref(), Some(id.as_str()));
+                let v = o.json();
+                let decision = v["dedup"]["decision"]
+                    .as_str()
+                    .expect("decision")
+                    .to_owned();
+                assert_eq!(o.topic, format!("articles.{decision}"));
+                assert_eq!(o.headers["newsdedup.decision"], decision);
+                // The input object is echoed.
+                let original: Value = serde_json::from_slice(&input.value).expect("input json");
+                for (k, val) in original.as_object().expect("object") {
+                    assert_eq!(&v[k], val, "field {k} of {id}");
+                }
+                if decision == "duplicate" {
+                    let m = &v["dedup"]["match"];
+                    assert!(
+                        m["id"].is_string()
+                            && m["fingerprint"].is_string()
+                            && m["distance"].is_u64(),
+                        "{m}"
+                    );
+                }
+                match by_id.get(&id) {
+                    None => {
+                        by_id.insert(id, (o.topic.clone(), v));
+                    }
+                    Some((topic, first)) => {
+                        assert_eq!(topic, &o.topic, "id {id} decided into two topics");
+                        assert_eq!(first, &v, "id {id} got two different decisions");
+                    }
+                }
+            }
+        }
+    }
+    by_id.into_iter().map(|(k, (_, v))| (k, v)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+
+/// 4 partitions, >= 2,000 corpus articles with reposts, replays and malformed records; kill -9
+/// mid-stream, restart; nothing lost, nothing changed, offsets committed to the end.
+#[test]
+fn kafka_run_survives_kill_9_and_decides_every_input_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.create_topics(&[
+        "articles.raw:4",
+        "articles.unique:2",
+        "articles.duplicate:1",
+        "articles.dlq:1",
+    ]);
+    let b = broker.bootstrap.as_str();
+
+    let (articles, pairs) = corpus_inputs(0, 2000, "k");
+    // Exact replays: the same record again later gets the same decision.
+    let replays: Vec<Input> = articles.iter().step_by(97).cloned().collect();
+    let mut extra = malformed("k");
+    extra.extend(malformed("k2"));
+    let mut inputs = interleave(articles, extra);
+    inputs.extend(replays);
+    let split = inputs.len() * 3 / 5;
+
+    let mut coords = produce(b, "articles.raw", &inputs[..split], None);
+    let index = dir.path().join("index");
+    let log = dir.path().join("service.log");
+    let args = [
+        "--max-article-bytes",
+        "200000",
+        "--rebalance-timeout-ms",
+        "5000",
+    ];
+    let mut reader = Reader::new(
+        b,
+        &[
+            ("articles.unique", 2),
+            ("articles.duplicate", 1),
+            ("articles.dlq", 1),
+        ],
+    );
+
+    // First run: commits every 100 done records; kill -9 as soon as some outputs are out, so some
+    // are committed and some delivered but not committed (those are processed again).
+    let first_args = [
+        &args[..],
+        &["--commit-every", "100", "--commit-interval-ms", "60000"],
+    ]
+    .concat();
+    let mut first = start_service(b, &index, &log, &first_args);
+    let start = Instant::now();
+    while reader.got.len() < 300 {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no outputs; log:\n{}",
+            first.log()
+        );
+        reader.poll_for(Duration::from_millis(20));
+    }
+    first.kill9();
+    let before_crash = reader.got.len();
+
+    // The rest arrives while the service is down; the restarted service resumes.
+    coords.extend(produce(b, "articles.raw", &inputs[split..], None));
+    let second_args = [&args[..], &["--commit-interval-ms", "200"]].concat();
+    let mut second = start_service(b, &index, &log, &second_args);
+    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
+    reader.wait_covered(&want, Duration::from_secs(180), &|| second.log());
+
+    // Metrics and health over HTTP.
+    let (status, body) = second.http("/health").expect("/health");
+    assert_eq!(status, 200, "{body}");
+    let (status, text) = second.http("/metrics").expect("/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metric(&text, "newsdedup_articles_consumed_total") > 0.0,
+        "{text}"
+    );
+    assert!(
+        metric(
+            &text,
+            "newsdedup_articles_invalid_total{reason=\"bad_json\"}"
+        ) >= 1.0,
+        "{text}"
+    );
+    assert!(
+        text.contains("newsdedup_processing_latency_seconds_bucket"),
+        "{text}"
+    );
+    assert!(
+        text.contains("newsdedup_committed_offset{partition="),
+        "{text}"
+    );
+
+    let (status, took) = second.terminate(Duration::from_secs(40));
+    assert!(
+        status.success(),
+        "exit {status:?} after SIGTERM; log:\n{}",
+        second.log()
+    );
+    eprintln!("SIGTERM -> exit in {took:?}; {before_crash} outputs before kill -9");
+    reader.poll_for(Duration::from_millis(500));
+
+    let by_coord: HashMap<(i32, i64), Input> =
+        coords.iter().copied().zip(inputs.iter().cloned()).collect();
+    // Every output agrees with its input, and all outputs of an id carry the same decision (the
+    // records repeated after the crash included).
+    let decisions = check_outputs(&by_coord, &reader.got);
+    let mut per_coord: HashMap<(i32, i64), usize> = HashMap::new();
+    for o in &reader.got {
+        *per_coord.entry(o.source()).or_default() += 1;
+    }
+    let repeated = per_coord.values().filter(|&&n| n > 1).count();
+    eprintln!(
+        "{} outputs for {} inputs; {repeated} inputs processed twice (after kill -9)",
+        reader.got.len(),
+        coords.len()
+    );
+    assert!(
+        repeated > 0,
+        "kill -9 left nothing uncommitted: the crash path was not exercised"
+    );
+    let log_text = second.log();
+    let resumed = log_text
+        .lines()
+        .filter(|l| l.contains("resuming from committed offsets"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no resume line for the second run:\n{log_text}"));
+    assert!(
+        resumed.contains('@') && resumed.matches("auto.offset.reset").count() < 4,
+        "the restart resumed from committed offsets: {resumed}"
+    );
+    let valid_ids: HashSet<&str> = inputs.iter().filter_map(|i| i.id.as_deref()).collect();
+    assert_eq!(decisions.len(), valid_ids.len(), "every valid id decided");
+
+    // A near-duplicate pair that `batch` (serial, production order) finds must not come out
+    // unique twice, whatever the interleaving of partitions.
+    let jsonl = dir.path().join("valid.jsonl");
+    let valid_inputs: Vec<Input> = inputs.iter().filter(|i| i.bad.is_none()).cloned().collect();
+    write_jsonl(&jsonl, &valid_inputs);
+    let batch = run_batch(
+        &jsonl,
+        &dir.path().join("batch.jsonl"),
+        &dir.path().join("batch-index"),
+    );
+    let batch_by_id: HashMap<&str, &Value> = batch
+        .iter()
+        .map(|v| (v["id"].as_str().unwrap_or(""), v))
+        .collect();
+    let mut checked = 0;
+    for (orig, repost) in &pairs {
+        if batch_by_id[repost.as_str()]["dedup"]["decision"] == "duplicate" {
+            checked += 1;
+            let both_unique = decisions[orig]["dedup"]["decision"] == "unique"
+                && decisions[repost]["dedup"]["decision"] == "unique";
+            assert!(
+                !both_unique,
+                "{orig} and its repost {repost} both came out unique"
+            );
+        }
+    }
+    assert!(
+        checked >= pairs.len() / 2,
+        "only {checked} of {} reposts detected by batch",
+        pairs.len()
+    );
+
+    // Offsets committed to the end of every partition.
+    assert_eq!(committed(b, "newsdedup", "articles.raw", 4), ends(&coords));
+}
+
+/// One partition: the decisions are exactly `batch`'s on the same input; SIGTERM exits 0.
+#[test]
+fn kafka_single_partition_equals_batch_and_sigterm_exits_0() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.create_topics(&[
+        "articles.raw:1",
+        "articles.unique:1",
+        "articles.duplicate:1",
+        "articles.dlq:1",
+    ]);
+    let b = broker.bootstrap.as_str();
+
+    let (articles, _) = corpus_inputs(2000, 600, "s");
+    let replays: Vec<Input> = articles.iter().step_by(50).cloned().collect();
+    let mut inputs = interleave(articles, malformed("s"));
+    inputs.extend(replays);
+    let coords = produce(b, "articles.raw", &inputs, Some(0));
+
+    let index = dir.path().join("index");
+    let log = dir.path().join("service.log");
+    let mut service = start_service(
+        b,
+        &index,
+        &log,
+        &[
+            "--max-article-bytes",
+            "200000",
+            "--threads",
+            "2",
+            "--commit-interval-ms",
+            "200",
+        ],
+    );
+    let mut reader = Reader::new(
+        b,
+        &[
+            ("articles.unique", 1),
+            ("articles.duplicate", 1),
+            ("articles.dlq", 1),
+        ],
+    );
+    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
+    reader.wait_covered(&want, Duration::from_secs(120), &|| service.log());
+
+    let (status, body) = service.http("/ready").expect("/ready");
+    assert_eq!(status, 200, "{body}");
+    let health: Value =
+        serde_json::from_str(&service.http("/health").expect("/health").1).expect("health JSON");
+    assert_eq!(health["state"], "running");
+    let (_, text) = service.http("/metrics").expect("/metrics");
+    assert_eq!(
+        metric(&text, "newsdedup_articles_consumed_total"),
+        inputs.len() as f64,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "newsdedup_articles_invalid_total{reason=\"oversized\"}"
+        ),
+        1.0
+    );
+
+    let (status, took) = service.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{}", service.log());
+    assert!(took < Duration::from_secs(15), "SIGTERM took {took:?}");
+    assert!(service.log().contains("stopped cleanly"));
+    reader.poll_for(Duration::from_millis(300));
+
+    // Same input through `batch`: one line per input, in order.
+    let jsonl = dir.path().join("input.jsonl");
+    write_jsonl(&jsonl, &inputs);
+    let batch = run_batch(
+        &jsonl,
+        &dir.path().join("batch.jsonl"),
+        &dir.path().join("batch-index"),
+    );
+    assert_eq!(batch.len(), inputs.len());
+    let by_offset: HashMap<i64, &Output> = reader.got.iter().map(|o| (o.source().1, o)).collect();
+    for ((_, offset), (line, input)) in coords.iter().zip(batch.iter().zip(&inputs)) {
+        let out = by_offset[offset];
+        match input.bad {
+            None => assert_eq!(
+                &out.json(),
+                line,
+                "offset {offset}: kafka and batch disagree"
+            ),
+            Some(reason) => {
+                let err = line["dedup"]["error"].as_str().expect("batch error");
+                assert!(
+                    err.starts_with(&format!("{reason}:")),
+                    "batch says {err}, expected {reason}"
+                );
+                assert_eq!(out.headers["newsdedup.error.reason"], reason);
+            }
+        }
+    }
+    let decisions = check_outputs(
+        &coords.iter().copied().zip(inputs.iter().cloned()).collect(),
+        &reader.got,
+    );
+    assert!(
+        decisions
+            .values()
+            .any(|v| v["dedup"]["decision"] == "duplicate"),
+        "reposts found"
+    );
+    assert_eq!(committed(b, "newsdedup", "articles.raw", 1), ends(&coords));
+}
+
+/// No broker at all: the service keeps retrying and says so, `/ready` is 503, a second process on
+/// the same index fails at once with a clear message, and SIGTERM still exits 0.
+#[test]
+fn kafka_unreachable_broker_is_retried_and_index_is_locked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dead = format!("127.0.0.1:{}", free_port());
+    let index = dir.path().join("index");
+    let mut first = start_service(&dead, &index, &dir.path().join("a.log"), &[]);
+    first.wait_http();
+    let start = Instant::now();
+    while !first.log().contains("unreachable") {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no 'unreachable' in the log:\n{}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (status, body) = first.http("/ready").expect("/ready");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("unreachable"), "{body}");
+    let (status, _) = first.http("/health").expect("/health");
+    assert_eq!(status, 200, "liveness stays up while the broker is away");
+
+    let mut second = start_service(&dead, &index, &dir.path().join("b.log"), &[]);
+    let status = second
+        .wait(Duration::from_secs(20))
+        .expect("second instance should exit");
+    assert!(!status.success());
+    let log = second.log();
+    assert!(log.contains("already in use by another process"), "{log}");
+
+    let (status, _) = first.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{}", first.log());
+}
