@@ -74,15 +74,46 @@ fn main() {
     let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
     let jieba = fp.jieba();
     let rounds = 3;
+    if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("fingerprint") {
+        // For profiling the fingerprint path alone (perf record).
+        measure("fingerprint (full)", &texts, rounds, |t, c| {
+            let _ = black_box(fp.fingerprint(t, c));
+        });
+        return;
+    }
     let cut = measure("raw jieba cut (hmm)", &texts, rounds, |t, c| {
         black_box(jieba.cut(t, true));
         black_box(jieba.cut(c, true));
     });
+    measure("raw jieba cut (no hmm)", &texts, rounds, |t, c| {
+        black_box(jieba.cut(t, false));
+        black_box(jieba.cut(c, false));
+    });
     measure("clean only", &texts, rounds, |t, c| {
         black_box(fp.clean(t, c));
+    });
+    let cleaned: Vec<(String, String)> = texts.iter().map(|(t, c)| fp.clean(t, c)).collect();
+    measure("cut of cleaned text", &cleaned, rounds, |t, c| {
+        black_box(jieba.cut(t, true));
+        black_box(jieba.cut(c, true));
+    });
+    measure("clean + cut + filter + tf", &texts, rounds, |t, c| {
+        black_box(fp.feature_count(t, c));
+    });
+    measure("sketch of cleaned text", &cleaned, rounds, |_, c| {
+        black_box(newsdedup::sketch::Sketch::of(c));
     });
     let full = measure("fingerprint (full)", &texts, rounds, |t, c| {
         let _ = black_box(fp.fingerprint(t, c));
     });
     println!("fingerprint / raw cut = {:.2}", full / cut);
+    let no_hmm = Fingerprinter::new(&FingerprintConfig {
+        hmm: false,
+        ..FingerprintConfig::default()
+    })
+    .unwrap();
+    let full_no_hmm = measure("fingerprint (hmm off)", &texts, rounds, |t, c| {
+        let _ = black_box(no_hmm.fingerprint(t, c));
+    });
+    println!("fingerprint (hmm off) / raw cut = {:.2}", full_no_hmm / cut);
 }

@@ -67,6 +67,15 @@ pub struct Feature {
     pub hash: u64,
 }
 
+/// Statistics of one distinct word of an article.
+#[derive(Debug, Clone, Copy)]
+struct Term<'a> {
+    word: &'a str,
+    tf: u32,
+    /// The word occurs in the title.
+    in_title: bool,
+}
+
 /// The result of fingerprinting one article.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprinted {
@@ -195,63 +204,81 @@ impl Fingerprinter {
         (self.cleaner.clean(title), self.cleaner.clean(content))
     }
 
-    /// Calls `emit` with every kept word of `text`, in order.
-    fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str)) {
+    /// Calls `emit(word, hash)` with every kept word of `text`, in order.
+    fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str, u64)) {
+        let mut visit = |word: &'a str| {
+            let hash = feature_hash(word);
+            if self.filter.keep(word, hash) {
+                emit(word, hash);
+            }
+        };
         if self.config.pos_filter.is_empty() {
             for token in self.jieba.cut(text, self.config.hmm) {
-                if self.filter.keep(token.word) {
-                    emit(token.word);
-                }
+                visit(token.word);
             }
         } else {
             for tag in self.jieba.tag(text, self.config.hmm) {
-                let pos_ok = self
+                if self
                     .config
                     .pos_filter
                     .iter()
-                    .any(|p| tag.tag.starts_with(p.as_str()));
-                if pos_ok && self.filter.keep(tag.word) {
-                    emit(tag.word);
+                    .any(|p| tag.tag.starts_with(p.as_str()))
+                {
+                    visit(tag.word);
                 }
             }
         }
     }
 
-    /// Term statistics of an article: word -> (term frequency, occurs in title).
-    fn term_stats<'a>(
-        &'a self,
-        title: &'a str,
-        content: &'a str,
-    ) -> FxHashMap<&'a str, (u32, bool)> {
-        let mut terms: FxHashMap<&str, (u32, bool)> = FxHashMap::default();
-        self.for_each_word(title, |w| {
-            let e = terms.entry(w).or_insert((0, true));
-            e.0 += 1;
-        });
-        self.for_each_word(content, |w| {
-            let e = terms.entry(w).or_insert((0, false));
-            e.0 += 1;
-        });
+    /// Term statistics of an article, keyed by feature hash.
+    fn term_stats<'a>(&'a self, title: &'a str, content: &'a str) -> FxHashMap<u64, Term<'a>> {
+        let mut terms: FxHashMap<u64, Term<'a>> = FxHashMap::default();
+        terms.reserve(content.len() / 16);
+        for (text, in_title) in [(title, true), (content, false)] {
+            self.for_each_word(text, |word, hash| {
+                let t = terms.entry(hash).or_insert(Term {
+                    word,
+                    tf: 0,
+                    in_title,
+                });
+                t.tf += 1;
+            });
+        }
         terms
     }
 
-    fn weight(&self, word: &str, tf: u32, in_title: bool) -> (f64, f64) {
-        let idf = self.idf.get(word).unwrap_or(self.unknown_idf);
-        (idf, tfidf(tf, idf, in_title, self.config.title_weight))
+    /// (idf, weight) of a term.
+    #[inline]
+    fn weight(&self, hash: u64, term: &Term<'_>) -> (f64, f64) {
+        let idf = self.idf.get_hashed(hash).unwrap_or(self.unknown_idf);
+        (
+            idf,
+            tfidf(term.tf, idf, term.in_title, self.config.title_weight),
+        )
     }
 
-    /// Fingerprints one article (the hot path: no per-word allocation).
+    /// Number of distinct features of an article (cleaning + segmentation + filtering, no weights).
+    pub fn feature_count(&self, title: &str, content: &str) -> usize {
+        let (title, content) = self.clean(title, content);
+        self.term_stats(&title, &content).len()
+    }
+
+    /// Fingerprints one article (the hot path: no per-word allocation or string compare).
     pub fn fingerprint(&self, title: &str, content: &str) -> Result<Fingerprinted, NoFeatures> {
         let (title, content) = self.clean(title, content);
         let terms = self.term_stats(&title, &content);
         if terms.is_empty() {
             return Err(NoFeatures);
         }
-        let mut acc = SimhashAccumulator::default();
-        for (word, &(tf, in_title)) in &terms {
-            let (_, w) = self.weight(word, tf, in_title);
-            acc.add(feature_hash(word), quantize(w));
+        for &hash in terms.keys() {
+            self.idf.prefetch(hash);
         }
+        let weighted: Vec<(u64, i64)> = terms
+            .iter()
+            .map(|(&hash, term)| (hash, quantize(self.weight(hash, term).1)))
+            .collect();
+        let mut acc = SimhashAccumulator::default();
+        acc.add_all(&weighted);
         Ok(Fingerprinted {
             fingerprint: acc.finish(),
             features: terms.len(),
@@ -273,15 +300,14 @@ impl Fingerprinter {
         let mut acc = SimhashAccumulator::default();
         let mut features: Vec<Feature> = terms
             .iter()
-            .map(|(word, &(tf, in_title))| {
-                let (idf, weight) = self.weight(word, tf, in_title);
-                let hash = feature_hash(word);
+            .map(|(&hash, term)| {
+                let (idf, weight) = self.weight(hash, term);
                 acc.add(hash, quantize(weight));
                 Feature {
-                    word: (*word).to_owned(),
+                    word: term.word.to_owned(),
                     weight,
-                    tf,
-                    in_title,
+                    tf: term.tf,
+                    in_title: term.in_title,
                     idf,
                     hash,
                 }

@@ -101,14 +101,49 @@ impl Default for SimhashAccumulator {
     }
 }
 
+#[inline(always)]
+fn add_one(set: &mut [i64; 64], hash: u64, weight: i64) {
+    // Branch- and multiply-free (a mask per lane) so the compiler vectorises the 64 lanes.
+    for (i, slot) in set.iter_mut().enumerate() {
+        *slot += weight & (((hash >> i) & 1) as i64).wrapping_neg();
+    }
+}
+
+fn add_all_portable(set: &mut [i64; 64], features: &[(u64, i64)]) {
+    for &(hash, weight) in features {
+        add_one(set, hash, weight);
+    }
+}
+
+/// The same loop compiled for AVX2 (4 lanes of i64 per instruction), chosen at run time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn add_all_avx2(set: &mut [i64; 64], features: &[(u64, i64)]) {
+    for &(hash, weight) in features {
+        add_one(set, hash, weight);
+    }
+}
+
 impl SimhashAccumulator {
     #[inline]
     pub fn add(&mut self, hash: u64, weight: i64) {
-        // Branch-free so the compiler can vectorise the 64 lanes.
-        for (i, slot) in self.set.iter_mut().enumerate() {
-            *slot += weight * ((hash >> i) & 1) as i64;
-        }
+        add_one(&mut self.set, hash, weight);
         self.total += weight;
+    }
+
+    /// Adds many features at once (uses AVX2 where the CPU has it; same result either way).
+    pub fn add_all(&mut self, features: &[(u64, i64)]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                unsafe { add_all_avx2(&mut self.set, features) };
+                self.total += features.iter().map(|f| f.1).sum::<i64>();
+                return;
+            }
+        }
+        add_all_portable(&mut self.set, features);
+        self.total += features.iter().map(|f| f.1).sum::<i64>();
     }
 
     /// Bit i is 1 where the weighted vote is strictly positive.
@@ -168,6 +203,23 @@ mod tests {
         //   bit0: -1 +2 +3 -1 +1 = +4 -> 1
         let fp = combine([(0b110, 1), (0b011, 2), (0b001, 3), (0b100, 1), (0b011, 1)]);
         assert_eq!(fp.0 & 0b111, 0b001);
+    }
+
+    #[test]
+    fn add_all_equals_one_by_one() {
+        let feats: Vec<(u64, i64)> = (0..300u64)
+            .map(|i| (feature_hash(&i.to_string()), (i as i64 * 37) % 1000 + 1))
+            .collect();
+        let mut a = SimhashAccumulator::default();
+        a.add_all(&feats);
+        let mut b = SimhashAccumulator::default();
+        let mut portable = [0i64; 64];
+        add_all_portable(&mut portable, &feats);
+        for &(h, w) in &feats {
+            b.add(h, w);
+        }
+        assert_eq!(a.votes(), b.votes());
+        assert_eq!(a.set, portable);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Simhash says "these two word distributions are close"; the sketch says "these two texts share
 //! most of their wording". It is independent of segmentation (a typo or a resegmented name changes a
 //! handful of 4-grams, not a word's weight) and of the title. One-permutation hashing: each 4-gram
-//! hash goes to one of 32 bins by its top 5 bits and the bin keeps the minimum of its low 32 bits,
+//! hash (packed characters through a SplitMix64 finaliser) goes to one of 32 bins by its top 5 bits and the bin keeps the minimum of its low 32 bits,
 //! so a sketch costs one hash per character and 132 bytes of storage.
 
 use serde::{Deserialize, Serialize};
@@ -14,7 +14,20 @@ pub const SHINGLE: usize = 4;
 const EMPTY: u32 = u32::MAX;
 
 /// Version of the sketch definition; part of the fingerprint identity.
-pub const SKETCH_VERSION: &str = "oph32-char4-xxh3/v1";
+pub const SKETCH_VERSION: &str = "oph32-char4-splitmix/v1";
+
+/// Hash of a 4-character shingle: the three previous characters (packed, injective) and the new
+/// one, mixed with the SplitMix64/Murmur3 finaliser. A few arithmetic operations per character
+/// instead of a general-purpose hash over a UTF-8 buffer.
+#[inline]
+fn shingle_hash(prev3: u64, code: u64) -> u64 {
+    let mut x = prev3 ^ code.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(23);
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sketch {
@@ -38,28 +51,26 @@ impl Sketch {
     /// symbols differ between copies without changing the story.
     pub fn of(text: &str) -> Sketch {
         let mut bins = [EMPTY; BINS];
-        let mut window = [0u8; SHINGLE * 4];
-        let mut chars: [char; SHINGLE] = ['\0'; SHINGLE];
+        // The last three characters (21 bits each: every Unicode scalar fits) packed in one word.
+        let mut prev3: u64 = 0;
         let mut filled = 0usize;
         let mut shingles = 0u32;
-        for c in text.chars().filter(|c| c.is_alphanumeric()) {
-            chars.rotate_left(1);
-            chars[SHINGLE - 1] = c;
+        for c in text
+            .chars()
+            .filter(|&c| crate::text::clean::is_word_char(c))
+        {
+            let code = u64::from(u32::from(c));
             filled += 1;
-            if filled < SHINGLE {
-                continue;
+            if filled >= SHINGLE {
+                let h = shingle_hash(prev3, code);
+                let bin = (h >> 59) as usize;
+                let value = h as u32;
+                if value < bins[bin] {
+                    bins[bin] = value;
+                }
+                shingles = shingles.saturating_add(1);
             }
-            let mut len = 0;
-            for ch in chars {
-                len += ch.encode_utf8(&mut window[len..]).len();
-            }
-            let h = xxhash_rust::xxh3::xxh3_64(&window[..len]);
-            let bin = (h >> 59) as usize;
-            let value = h as u32;
-            if value < bins[bin] {
-                bins[bin] = value;
-            }
-            shingles = shingles.saturating_add(1);
+            prev3 = ((prev3 << 21) | code) & ((1 << 63) - 1);
         }
         Sketch { bins, shingles }
     }

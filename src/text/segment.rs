@@ -1,5 +1,6 @@
 //! Segmentation with jieba-rs and the token filter that decides which words become features.
 
+use crate::simhash::feature_hash;
 use rustc_hash::FxHashSet;
 
 /// What kind of token jieba produced; decides whether it can be a feature.
@@ -27,7 +28,7 @@ pub fn classify(token: &str) -> TokenClass {
     let mut has_alpha = false;
     for c in token.chars() {
         chars += 1;
-        if c.is_alphanumeric() {
+        if super::clean::is_word_char(c) {
             alnum = true;
         }
         if c.is_ascii_digit() {
@@ -57,7 +58,8 @@ pub fn classify(token: &str) -> TokenClass {
 /// Which token classes are kept, plus the stop-word list.
 #[derive(Debug, Clone)]
 pub struct TokenFilter {
-    stopwords: FxHashSet<String>,
+    /// Feature hashes of the stop words (hash lookups avoid string compares on the hot path).
+    stopwords: FxHashSet<u64>,
     keep_single_chars: bool,
     keep_numbers: bool,
     keep_latin: bool,
@@ -71,16 +73,16 @@ impl TokenFilter {
         keep_latin: bool,
     ) -> Self {
         TokenFilter {
-            stopwords,
+            stopwords: stopwords.iter().map(|w| feature_hash(w)).collect(),
             keep_single_chars,
             keep_numbers,
             keep_latin,
         }
     }
 
-    /// True if `token` (already cleaned and lowercased) is a feature.
+    /// True if `token` (already cleaned and lowercased; `hash` = its feature hash) is a feature.
     #[inline]
-    pub fn keep(&self, token: &str) -> bool {
+    pub fn keep(&self, token: &str, hash: u64) -> bool {
         let keep_class = match classify(token) {
             TokenClass::Punct => false,
             TokenClass::Number => self.keep_numbers,
@@ -94,7 +96,7 @@ impl TokenFilter {
             TokenClass::SingleChar => self.keep_single_chars,
             TokenClass::Word => true,
         };
-        keep_class && !self.stopwords.contains(token)
+        keep_class && !self.stopwords.contains(&hash)
     }
 
     pub fn stopword_count(&self) -> usize {
@@ -135,16 +137,16 @@ mod tests {
         let sw = parse_stopwords("# comment\n的\n我们\n\nＡＢＣ\n");
         assert!(sw.contains("abc"));
         let f = TokenFilter::new(sw, false, true, true);
-        assert!(!f.keep("的"));
-        assert!(!f.keep("我们"));
-        assert!(!f.keep("abc"));
-        assert!(!f.keep("。"));
-        assert!(!f.keep("国"));
-        assert!(!f.keep("l5"));
-        assert!(!f.keep("x"));
-        assert!(f.keep("5g网络"));
-        assert!(f.keep("2019"));
-        assert!(f.keep("nba"));
-        assert!(f.keep("新闻"));
+        assert!(!f.keep("的", feature_hash("的")));
+        assert!(!f.keep("我们", feature_hash("我们")));
+        assert!(!f.keep("abc", feature_hash("abc")));
+        assert!(!f.keep("。", feature_hash("。")));
+        assert!(!f.keep("国", feature_hash("国")));
+        assert!(!f.keep("l5", feature_hash("l5")));
+        assert!(!f.keep("x", feature_hash("x")));
+        assert!(f.keep("5g网络", feature_hash("5g网络")));
+        assert!(f.keep("2019", feature_hash("2019")));
+        assert!(f.keep("nba", feature_hash("nba")));
+        assert!(f.keep("新闻", feature_hash("新闻")));
     }
 }
