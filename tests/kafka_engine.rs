@@ -1,0 +1,188 @@
+//! The service's stages without a broker: the prepare pool + decision thread (`kafka::engine`)
+//! with an in-memory sink, and the offset tracker fed by its acknowledgements.
+
+mod common;
+
+use newsdedup::config::Config;
+use newsdedup::dedup::Deduper;
+use newsdedup::fingerprint::Fingerprinter;
+use newsdedup::index::RocksIndex;
+use newsdedup::kafka::engine::{Engine, LocalPreparer, OutputSink};
+use newsdedup::kafka::record::{InputMessage, OutputKind, OutputRecord, Ticket};
+use newsdedup::kafka::tracker::OffsetTracker;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Collects outputs and acknowledges them at once.
+#[derive(Clone)]
+struct VecSink {
+    out: Arc<Mutex<Vec<(OutputRecord, Ticket)>>>,
+    tracker: Arc<Mutex<OffsetTracker>>,
+}
+
+impl OutputSink for VecSink {
+    fn send(&mut self, record: OutputRecord, ticket: Ticket) {
+        self.out.lock().push((record, ticket));
+        self.tracker
+            .lock()
+            .done(ticket.partition, ticket.epoch, ticket.offset);
+    }
+}
+
+fn start(dir: &std::path::Path, sink: VecSink) -> Engine {
+    let config = Config::default();
+    let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
+    let index = RocksIndex::open(dir, fp.identity(), &config.index).expect("index");
+    let preparer = Arc::new(LocalPreparer {
+        fingerprinter: fp,
+        max_article_bytes: 1 << 20,
+    });
+    Engine::start(
+        Deduper::new(index, 3),
+        preparer,
+        sink,
+        4,
+        Arc::new(AtomicBool::new(false)),
+    )
+}
+
+fn message(partition: i32, offset: i64, epoch: u64, value: &Value) -> InputMessage {
+    InputMessage {
+        topic: Arc::from("articles.raw"),
+        partition,
+        offset,
+        epoch,
+        timestamp_ms: Some(1),
+        key: None,
+        payload: Some(serde_json::to_vec(value).expect("json")),
+        headers: Vec::new(),
+        received: Instant::now(),
+    }
+}
+
+fn header<'a>(r: &'a OutputRecord, name: &str) -> &'a str {
+    r.headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| std::str::from_utf8(v).expect("utf8"))
+        .expect("header")
+}
+
+#[test]
+fn near_duplicates_in_flight_on_different_partitions_are_never_both_unique() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let sink = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let mut engine = start(dir.path(), sink.clone());
+    let epochs: Vec<u64> = (0..4).map(|p| tracker.lock().assign(p)).collect();
+
+    // 300 articles, each immediately followed by a repost on another partition: with 4 prepare
+    // threads both are in flight together.
+    let articles = common::corpus_articles("sina_2018_patrick233.jsonl", 300);
+    let mut next_offset = [0i64; 4];
+    let mut sent = Vec::new();
+    for (i, a) in articles.iter().enumerate() {
+        let content = common::str_field(a, "content");
+        let title = common::str_field(a, "title");
+        let original = Value::Object(a.clone());
+        let repost = json!({"id": format!("copy-{i}"), "title": title, "content": format!("{content}\n责任编辑：王五")});
+        for (k, v) in [original, repost].into_iter().enumerate() {
+            let p = ((i + k) % 4) as i32;
+            let o = next_offset[p as usize];
+            next_offset[p as usize] += 1;
+            tracker.lock().register(p, o);
+            engine
+                .submit(message(p, o, epochs[p as usize], &v))
+                .expect("submit");
+            sent.push((p, o));
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while sink.out.lock().len() < sent.len() {
+        assert!(Instant::now() < deadline, "engine did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    engine.handle().sync(Duration::from_secs(10)).expect("sync");
+    engine.shutdown();
+
+    let out = sink.out.lock();
+    // Decisions follow each partition's order.
+    let mut last = [-1i64; 4];
+    for (_, t) in out.iter() {
+        assert!(
+            t.offset > last[t.partition as usize],
+            "partition {} out of order",
+            t.partition
+        );
+        last[t.partition as usize] = t.offset;
+    }
+    let mut pairs_both_unique = 0;
+    let mut kinds = std::collections::HashMap::new();
+    for (r, _) in out.iter() {
+        let v: Value = serde_json::from_slice(&r.payload).expect("json");
+        kinds.insert(v["id"].as_str().expect("id").to_owned(), r.kind);
+    }
+    for (i, a) in articles.iter().enumerate() {
+        let id = common::str_field(a, "id");
+        if kinds[id] == OutputKind::Unique && kinds[&format!("copy-{i}")] == OutputKind::Unique {
+            pairs_both_unique += 1;
+        }
+    }
+    assert_eq!(
+        pairs_both_unique, 0,
+        "a repost and its original both came out unique"
+    );
+    // Everything acknowledged: the whole of every partition is committable.
+    let t = tracker.lock();
+    assert_eq!(t.in_flight(), 0);
+    let cands = t.commit_candidates(None);
+    assert_eq!(cands.len(), 4);
+    for c in cands {
+        assert_eq!(c.offset, next_offset[c.partition as usize]);
+    }
+    assert_eq!(header(&out[0].0, "newsdedup.source.topic"), "articles.raw");
+}
+
+#[test]
+fn invalid_records_go_to_the_dlq_and_nothing_blocks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let sink = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let mut engine = start(dir.path(), sink.clone());
+    let e = tracker.lock().assign(0);
+    let good = json!({"id": "ok", "content": "国务院常务会议部署进一步做好稳就业工作"});
+    let mut msgs = vec![message(0, 0, e, &good)];
+    let mut bad = message(0, 1, e, &good);
+    bad.payload = Some(b"\xff\xfe not json".to_vec());
+    msgs.push(bad);
+    let mut tombstone = message(0, 2, e, &good);
+    tombstone.payload = None;
+    msgs.push(tombstone);
+    for m in msgs {
+        tracker.lock().register(0, m.offset);
+        engine.submit(m).expect("submit");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sink.out.lock().len() < 3 {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    engine.shutdown();
+    let out = sink.out.lock();
+    assert_eq!(out[0].0.kind, OutputKind::Unique);
+    assert_eq!(out[1].0.kind, OutputKind::Dlq);
+    assert_eq!(header(&out[1].0, "newsdedup.error.reason"), "bad_utf8");
+    assert_eq!(out[1].0.payload, b"\xff\xfe not json");
+    assert_eq!(out[2].0.kind, OutputKind::Dlq);
+    assert_eq!(header(&out[2].0, "newsdedup.error.reason"), "bad_json");
+    assert_eq!(tracker.lock().commit_candidates(None)[0].offset, 3);
+}
