@@ -218,9 +218,6 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 mod tests {
     use super::*;
     use crate::article::InvalidReason;
-    use crate::dedup::Verdict;
-    use crate::index::MatchRef;
-    use crate::simhash::Fingerprint;
 
     fn input() -> InputMessage {
         InputMessage {
@@ -247,22 +244,33 @@ mod tests {
             .collect()
     }
 
+    /// A real duplicate decision (built through the public pipeline, not a struct literal, so the
+    /// test does not depend on the decision's fields).
+    fn duplicate_decision() -> Decision {
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::config::Config::default();
+        let fp = crate::fingerprint::Fingerprinter::new(&config.fingerprint).unwrap();
+        let index =
+            crate::index::RocksIndex::open(dir.path(), fp.identity(), &config.index).unwrap();
+        let mut deduper = crate::dedup::Deduper::new(index, 3);
+        let text = "国务院常务会议部署进一步做好稳就业工作，要求各地区各部门加大援企稳岗力度，支持高校毕业生就业创业。";
+        let mut last = None;
+        for id in ["a", "b"] {
+            let raw = serde_json::json!({"id": id, "title": "稳就业", "content": text}).to_string();
+            let prepared = crate::pipeline::prepare(raw.as_bytes(), &fp, 1 << 20);
+            last = match crate::pipeline::decide(&mut deduper, prepared, None, 0).unwrap() {
+                crate::pipeline::Outcome::Decided { decision, .. } => Some(decision),
+                other => panic!("{other:?}"),
+            };
+        }
+        let decision = last.unwrap();
+        assert!(decision.is_duplicate());
+        decision
+    }
+
     #[test]
     fn decided_record_has_id_key_and_source_headers() {
-        let fp: Fingerprint = "8c3f0e5a9d21b744".parse().unwrap();
-        let decision = Decision {
-            verdict: Verdict::Duplicate(MatchRef {
-                id: "a".into(),
-                url: None,
-                title: Some("t".into()),
-                fingerprint: fp,
-                distance: 1,
-            }),
-            fingerprint: fp,
-            replayed: false,
-            candidates: 1,
-            similarity: None,
-        };
+        let decision = duplicate_decision();
         let value = serde_json::json!({"id": "b", "content": "x", "dedup": decision.to_json()});
         let r = decided_record(&input(), "b", &value, &decision);
         assert_eq!(r.kind, OutputKind::Duplicate);
