@@ -90,8 +90,15 @@ pub struct DedupConfig {
     /// are duplicates if the second check is strong: admits reposts whose edits moved the simhash a
     /// little too far. 0 disables.
     pub rescue_distance: u32,
-    /// Minimum estimated 4-gram containment for a rescued candidate.
+    /// Minimum estimated 4-gram containment for a rescued candidate (beyond `threshold`).
     pub rescue_min_containment: f64,
+    /// Minimum estimated 4-gram Jaccard for a rescued candidate. The containment estimate is
+    /// derived from the Jaccard estimate and the two lengths; with a small Jaccard it is mostly
+    /// noise (a short text "contained" in a long unrelated one), so both must hold.
+    pub rescue_min_jaccard: f64,
+    /// Also look for candidates through the content sketch's LSH bands (finds reposts whose simhash
+    /// moved far, e.g. truncated ones); they are judged by the rescue rule.
+    pub sketch_search: bool,
 }
 
 impl DedupConfig {
@@ -100,8 +107,11 @@ impl DedupConfig {
         if distance <= self.threshold {
             sim.is_none_or(|s| s.containment >= self.confirm_min_containment)
         } else {
-            distance <= self.rescue_distance
-                && sim.is_some_and(|s| s.containment >= self.rescue_min_containment)
+            (self.sketch_search || distance <= self.rescue_distance)
+                && sim.is_some_and(|s| {
+                    s.containment >= self.rescue_min_containment
+                        && s.jaccard >= self.rescue_min_jaccard
+                })
         }
     }
 }
@@ -113,6 +123,8 @@ impl Default for DedupConfig {
             confirm_min_containment: 0.0,
             rescue_distance: 0,
             rescue_min_containment: 0.8,
+            rescue_min_jaccard: 0.45,
+            sketch_search: true,
         }
     }
 }

@@ -23,7 +23,7 @@ pub struct DecisionInput<'a> {
     pub sketch: Option<&'a Sketch>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     Unique,
     Duplicate(MatchRef),
@@ -63,6 +63,7 @@ impl Decision {
                     "title": m.title,
                     "fingerprint": m.fingerprint.to_hex(),
                     "distance": m.distance,
+                    "containment": m.containment,
                 }
             }),
         }
@@ -151,13 +152,37 @@ impl<S: ArticleStore> Deduper<S> {
         self.scratch.clear();
         self.store
             .candidates(input.fingerprint, search, &mut self.scratch)?;
+        let mut fetched: Vec<(u64, StoredArticle)> = Vec::new();
+        // Second candidate path: articles whose content sketch shares an LSH band (they may be
+        // far apart in simhash, e.g. a truncated repost).
+        if let (Some(sketch), true) = (input.sketch, self.rule.sketch_search) {
+            let mut banded = Vec::new();
+            self.store.sketch_candidates(sketch, &mut banded)?;
+            for (seq, id) in banded {
+                if self.scratch.iter().any(|c| c.seq == seq) {
+                    continue;
+                }
+                if let Some(art) = self.store.get(&id)? {
+                    self.scratch.push(Candidate {
+                        seq,
+                        fingerprint: art.fingerprint,
+                        distance: input.fingerprint.distance(art.fingerprint),
+                        id,
+                    });
+                    fetched.push((seq, art));
+                }
+            }
+        }
         // Nearest first, then earliest seen: the first candidate the rule accepts is the match.
         self.scratch.sort_by_key(|c| (c.distance, c.seq));
         let candidates = self.scratch.len();
         let mut matched = None;
         let mut similarity = None;
         for c in &self.scratch {
-            let original = self.store.get(&c.id)?;
+            let original = match fetched.iter().position(|(seq, _)| *seq == c.seq) {
+                Some(i) => Some(fetched.swap_remove(i).1),
+                None => self.store.get(&c.id)?,
+            };
             let sim = match (
                 input.sketch,
                 original.as_ref().and_then(|o| o.sketch.as_ref()),
@@ -173,6 +198,7 @@ impl<S: ArticleStore> Deduper<S> {
                     title: original.and_then(|o| o.title),
                     fingerprint: c.fingerprint,
                     distance: c.distance,
+                    containment: sim.map(|s| (s.containment * 1000.0).round() / 1000.0),
                 });
                 break;
             }

@@ -323,6 +323,10 @@ fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usiz
     let distance = fa.fingerprint.distance(fb.fingerprint);
     let sim = fa.sketch.similarity(&fb.sketch);
     let shares_block = fa.fingerprint.blocks().iter().zip(fb.fingerprint.blocks()).any(|(x, y)| *x == y);
+    let shares_band = rule.sketch_search && fa.sketch.bands().any(|band| fb.sketch.bands().any(|other| other == band));
+    // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
+    // or, with sketch_search, a content-sketch band.
+    let found = shares_block || shares_band;
     let weights_b: HashMap<&str, f64> = feats_b.iter().map(|f| (f.word.as_str(), f.weight)).collect();
     let weights_a: HashMap<&str, f64> = feats_a.iter().map(|f| (f.word.as_str(), f.weight)).collect();
     let shared: Vec<Value> = feats_a
@@ -347,8 +351,9 @@ fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usiz
         "threshold": rule.threshold,
         "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
         "shares_block": shares_block,
+        "shares_sketch_band": shares_band,
         // The index only sees candidates that share a 16-bit block (always true within distance 3).
-        "verdict": if shares_block && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
+        "verdict": if found && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
         "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
         "top_shared": shared,

@@ -8,6 +8,9 @@
 //! keys, and an insert is 4 blind puts (no read-modify-write, unlike a list-per-block value).
 //! Sorting by fingerprint then sequence keeps the scan output deterministic.
 //!
+//! The same families also hold the content-sketch LSH bands of unique articles (see
+//! `SKETCH_ENTRY`), the candidate path of the second check.
+//!
 //! `articles`: key = article id, value = 1 format byte || JSON `StoredArticle`.
 //! `meta`: fingerprint identity and counters.
 
@@ -27,6 +30,12 @@ pub const FORMAT_VERSION: &str = "newsdedup-index/1";
 pub const ARTICLE_VALUE_FORMAT: u8 = 1;
 
 pub const BLOCK_KEY_LEN: usize = 18;
+
+/// Sequence numbers of content-sketch band entries carry this bit, so a simhash scan and a band
+/// scan of the same bucket never confuse each other's entries. Band b lives in family b % 4,
+/// keyed by the top 16 bits of its 64-bit band key; the 8-byte "fingerprint" slot holds the whole
+/// band key, which a match must equal exactly.
+pub const SKETCH_ENTRY: u64 = 1 << 63;
 
 pub fn block_key(block: u16, fp: Fingerprint, seq: u64) -> [u8; BLOCK_KEY_LEN] {
     let mut k = [0u8; BLOCK_KEY_LEN];

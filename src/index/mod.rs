@@ -22,13 +22,17 @@ pub struct Candidate {
 }
 
 /// The reference a duplicate carries to the article it repeats.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MatchRef {
     pub id: String,
     pub url: Option<String>,
     pub title: Option<String>,
     pub fingerprint: Fingerprint,
     pub distance: u32,
+    /// Second-check score: estimated share of the shorter text's 4-grams found in the other
+    /// (rounded to 0.001), when both articles have a content sketch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<f64>,
 }
 
 /// Decision recorded for an article.
@@ -73,6 +77,9 @@ pub trait ArticleStore {
     /// Appends to `out` every indexed fingerprint within `max_distance` of `fp` that shares at
     /// least one 16-bit block with it (all of them, for `max_distance <= 3`). Each article once.
     fn candidates(&self, fp: Fingerprint, max_distance: u32, out: &mut Vec<Candidate>) -> Result<(), IndexError>;
+    /// Appends to `out` the (seq, id) of every searchable article whose content sketch shares an
+    /// LSH band with `sketch`. Each article once.
+    fn sketch_candidates(&self, sketch: &Sketch, out: &mut Vec<(u64, String)>) -> Result<(), IndexError>;
     /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the
     /// four block families so later articles can match it.
     fn insert(&mut self, id: &str, article: &StoredArticle, searchable: bool) -> Result<(), IndexError>;

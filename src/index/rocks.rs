@@ -8,12 +8,16 @@ use crate::config::IndexConfig;
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
 use crate::simhash::{Fingerprint, BLOCKS};
+use crate::sketch::Sketch;
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
     ReadOptions, SliceTransform, WriteBatch, WriteOptions, DB,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
+pub const MAX_BAND_BUCKET: usize = 32;
 
 pub struct RocksIndex {
     db: DB,
@@ -52,6 +56,8 @@ pub struct VerifyReport {
     pub articles: u64,
     pub unique: u64,
     pub block_entries: u64,
+    /// Block entries the unique articles should have (4 simhash blocks + their sketch bands).
+    pub expected_entries: u64,
     pub problems: Vec<String>,
 }
 
@@ -329,6 +335,29 @@ impl RocksIndex {
                             .push(format!("{name}: entry of {id:?} is missing")),
                     }
                 }
+                if let Some(sketch) = &art.sketch {
+                    for (band, bkey) in sketch.bands() {
+                        let name = BLOCK_FAMILIES[band % BLOCKS];
+                        let k = block_key(
+                            (bkey >> 48) as u16,
+                            Fingerprint(bkey),
+                            art.seq | layout::SKETCH_ENTRY,
+                        );
+                        report.expected_entries += 1;
+                        if self
+                            .db
+                            .get_cf(self.cf(name)?, k)
+                            .map_err(rocks_err(&self.dir))?
+                            .as_deref()
+                            != Some(key)
+                        {
+                            report
+                                .problems
+                                .push(format!("{name}: sketch band {band} of {id:?} is missing"));
+                        }
+                    }
+                }
+                report.expected_entries += BLOCKS as u64;
             }
             if art.seq >= self.counts.next_seq {
                 report.problems.push(format!(
@@ -348,6 +377,12 @@ impl RocksIndex {
                 let id = String::from_utf8_lossy(value).into_owned();
                 match (parse_block_key(key), self.get(&id)?) {
                     (Some((_, fp, seq)), Some(art)) if art.fingerprint == fp && art.seq == seq => {}
+                    (Some((_, band_key, seq)), Some(art))
+                        if seq & layout::SKETCH_ENTRY != 0
+                            && art.seq == seq & !layout::SKETCH_ENTRY
+                            && art
+                                .sketch
+                                .is_some_and(|s| s.bands().any(|(_, k)| k == band_key.0)) => {}
                     (None, _) => report.problems.push(format!("{name}: malformed key")),
                     (_, None) => report
                         .problems
@@ -366,10 +401,10 @@ impl RocksIndex {
                 self.counts.articles, self.counts.unique, report.articles, report.unique
             ));
         }
-        if report.block_entries != report.unique * BLOCKS as u64 {
+        if report.block_entries != report.expected_entries {
             report.problems.push(format!(
-                "{} block entries for {} unique articles (expected {} each)",
-                report.block_entries, report.unique, BLOCKS
+                "{} block entries for {} unique articles (expected {})",
+                report.block_entries, report.unique, report.expected_entries
             ));
         }
         Ok(report)
@@ -410,6 +445,10 @@ impl ArticleStore for RocksIndex {
                 if b != block {
                     break;
                 }
+                if seq & layout::SKETCH_ENTRY != 0 {
+                    it.next();
+                    continue;
+                }
                 let distance = fp.distance(other);
                 // An article sharing several blocks appears in several families: keep it once.
                 if distance <= max_distance && !out[first_new..].iter().any(|c| c.seq == seq) {
@@ -427,6 +466,55 @@ impl ArticleStore for RocksIndex {
                 it.next();
             }
             it.status().map_err(rocks_err(&self.dir))?;
+        }
+        Ok(())
+    }
+
+    fn sketch_candidates(
+        &self,
+        sketch: &Sketch,
+        out: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError> {
+        let first_new = out.len();
+        let mut band_hits: Vec<(u64, String)> = Vec::new();
+        for (band, key) in sketch.bands() {
+            let cf = self.cf(BLOCK_FAMILIES[band % BLOCKS])?;
+            let prefix = (key >> 48) as u16;
+            let mut opts = ReadOptions::default();
+            opts.set_prefix_same_as_start(true);
+            let mut it = self.db.raw_iterator_cf_opt(cf, opts);
+            // Entries are sorted by (prefix, band key, seq): seek straight to this band key.
+            it.seek(block_key(prefix, Fingerprint(key), layout::SKETCH_ENTRY));
+            band_hits.clear();
+            while let Some(k) = it.key() {
+                match parse_block_key(k) {
+                    Some((b, other, seq))
+                        if b == prefix && other.0 == key && seq & layout::SKETCH_ENTRY != 0 =>
+                    {
+                        let id = it
+                            .value()
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
+                            .unwrap_or_default();
+                        band_hits.push((seq & !layout::SKETCH_ENTRY, id));
+                    }
+                    _ => break,
+                }
+                if band_hits.len() > MAX_BAND_BUCKET {
+                    break;
+                }
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+            // A band shared by very many articles comes from boilerplate every article of a source
+            // carries (a newspaper's dateline and sign-off): it says nothing about this story.
+            if band_hits.len() > MAX_BAND_BUCKET {
+                continue;
+            }
+            for (seq, id) in band_hits.drain(..) {
+                if !out[first_new..].iter().any(|c| c.0 == seq) {
+                    out.push((seq, id));
+                }
+            }
         }
         Ok(())
     }
@@ -456,6 +544,16 @@ impl ArticleStore for RocksIndex {
                     block_key(block, article.fingerprint, article.seq),
                     id.as_bytes(),
                 );
+            }
+            if let Some(sketch) = &article.sketch {
+                for (band, key) in sketch.bands() {
+                    let k = block_key(
+                        (key >> 48) as u16,
+                        Fingerprint(key),
+                        article.seq | layout::SKETCH_ENTRY,
+                    );
+                    batch.put_cf(self.cf(BLOCK_FAMILIES[band % BLOCKS])?, k, id.as_bytes());
+                }
             }
         }
         batch.put_cf(
