@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# scripts/bench_kafka.sh — throughput and latency of `newsdedup run` against a local broker.
+#
+# Usage: scripts/bench_kafka.sh [N] [RATE] [SECONDS]
+#   N        corpus articles for the sustained-throughput phase   (default 15000)
+#   RATE     articles/s offered in the latency phase                (default 500)
+#   SECONDS  length of the latency phase                            (default 20)
+#
+# Phase 1 (throughput): N corpus articles are produced to articles.raw (4 partitions) before the
+#   service starts; the service then works through the backlog. Sustained rate = N / (timestamp of
+#   the last output record - timestamp of the first one), so start-up and group join do not count.
+# Phase 2 (latency): with the service caught up, RATE articles/s (not seen before) are produced for
+#   SECONDS; latency = output record timestamp - input record timestamp (both create times), and
+#   also until a downstream consumer (fetch.wait.max.ms=10) has the output record. p50/p99/max.
+#
+# Extra `newsdedup run` arguments: NEWSDEDUP_BENCH_ARGS (e.g. "-X fetch.wait.max.ms=20").
+#
+# Everything runs on this machine: broker (scripts/broker.sh, Tansu), service, load generator
+# (examples/kafka_load.rs). Needs the corpus (NEWSDEDUP_CORPUS_DIR, default ../shared/data/corpus).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/newsdedup/target}"
+export NEWSDEDUP_CORPUS_DIR="${NEWSDEDUP_CORPUS_DIR:-$(cd .. && pwd)/shared/data/corpus}"
+
+N="${1:-15000}"
+RATE="${2:-500}"
+SECS="${3:-20}"
+
+cargo build --release --quiet --bin newsdedup --example kafka_load
+BIN="$CARGO_TARGET_DIR/release/newsdedup"
+LOAD="$CARGO_TARGET_DIR/release/examples/kafka_load"
+
+WORK="$(mktemp -d /tmp/newsdedup-bench.XXXXXX)"
+SERVICE_PID=""
+cleanup() {
+    if [[ -n "$SERVICE_PID" ]] && kill -0 "$SERVICE_PID" 2>/dev/null; then
+        kill -TERM "$SERVICE_PID" 2>/dev/null || true
+        wait "$SERVICE_PID" 2>/dev/null || true
+    fi
+    scripts/broker.sh stop --state-dir "$WORK/broker" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+B="$(scripts/broker.sh start --state-dir "$WORK/broker" | tail -n1)"
+scripts/broker.sh create-topics --state-dir "$WORK/broker" \
+    articles.raw:4 articles.unique:1 articles.duplicate:1 articles.dlq:1 2>/dev/null
+
+echo "== producing $N articles (backlog)" >&2
+"$LOAD" produce --brokers "$B" --count "$N" >&2
+
+PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+"$BIN" run --brokers "$B" --index-dir "$WORK/index" --metrics-addr "127.0.0.1:$PORT" \
+    -X session.timeout.ms=6000 -X heartbeat.interval.ms=500 -X max.poll.interval.ms=10000 \
+    ${NEWSDEDUP_BENCH_ARGS:-} 2>"$WORK/service.log" &
+SERVICE_PID=$!
+
+echo "== throughput over the backlog" >&2
+THROUGHPUT="$("$LOAD" measure --brokers "$B" --expect "$N" --idle-timeout 120)"
+echo "$THROUGHPUT" >&2
+
+echo "== latency at $RATE articles/s for ${SECS}s" >&2
+LATENCY="$("$LOAD" latency --brokers "$B" --rate "$RATE" --seconds "$SECS" --skip "$N")"
+echo "$LATENCY" >&2
+
+METRICS="$(curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null || true)"
+kill -TERM "$SERVICE_PID"
+wait "$SERVICE_PID"
+SERVICE_PID=""
+
+stage() { # mean seconds of a stage from the metrics text
+    awk -v s="$1" '$1 == "newsdedup_stage_seconds_sum{stage=\"" s "\"}" {sum=$2}
+                   $1 == "newsdedup_stage_seconds_count{stage=\"" s "\"}" {n=$2}
+                   END { if (n > 0) printf "%.3f", 1000 * sum / n; else printf "?" }' <<<"$METRICS"
+}
+
+python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" <<'PY'
+import json, platform, sys
+t, l = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
+print(json.dumps({
+    "machine": {"cores": int(sys.argv[3]), "cpu": cpu},
+    "sustained_articles_per_sec": t["articles_per_sec"],
+    "backlog_articles": t["records"],
+    "mean_ms_per_article": {"prepare (one core)": sys.argv[4], "decide": sys.argv[5]},
+    "latency_at_rate": l["offered_rate"],
+    "latency_to_output_record_ms": l["latency_to_output_record_ms"],
+    "latency_to_downstream_receipt_ms": l["latency_to_downstream_receipt_ms"],
+}, indent=2))
+PY
