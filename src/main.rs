@@ -18,7 +18,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "newsdedup", version, about = "Near-duplicate news detection: jieba + TF-IDF simhash + RocksDB block index")]
+#[command(
+    name = "newsdedup",
+    version,
+    about = "Near-duplicate news detection: jieba + TF-IDF simhash + RocksDB block index"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -145,7 +149,9 @@ fn fingerprinter(config: &Config) -> Result<Fingerprinter> {
 fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead + Send>> {
     match path {
         None => Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin()))),
-        Some(p) if p.as_os_str() == "-" => Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin()))),
+        Some(p) if p.as_os_str() == "-" => {
+            Ok(Box::new(BufReader::with_capacity(1 << 16, io::stdin())))
+        }
         Some(p) => {
             let f = File::open(p).with_context(|| format!("cannot open input {}", p.display()))?;
             Ok(Box::new(BufReader::with_capacity(1 << 16, f)))
@@ -155,9 +161,13 @@ fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead + Send>> {
 
 fn open_output(path: &Path) -> Result<Box<dyn Write>> {
     if path.as_os_str() == "-" {
-        Ok(Box::new(BufWriter::with_capacity(1 << 16, io::stdout().lock())))
+        Ok(Box::new(BufWriter::with_capacity(
+            1 << 16,
+            io::stdout().lock(),
+        )))
     } else {
-        let f = File::create(path).with_context(|| format!("cannot create output {}", path.display()))?;
+        let f = File::create(path)
+            .with_context(|| format!("cannot create output {}", path.display()))?;
         Ok(Box::new(BufWriter::with_capacity(1 << 16, f)))
     }
 }
@@ -180,7 +190,12 @@ fn threads(requested: Option<usize>) -> usize {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Fingerprint { input, explain, top, common } => {
+        Command::Fingerprint {
+            input,
+            explain,
+            top,
+            common,
+        } => {
             let config = load_config(&common)?;
             let fp = fingerprinter(&config)?;
             let mut out = open_output(Path::new("-"))?;
@@ -203,21 +218,46 @@ fn run(cli: Cli) -> Result<()> {
             out.flush()?;
             Ok(())
         }
-        Command::Compare { a, b, threshold, top, explain, common } => {
+        Command::Compare {
+            a,
+            b,
+            threshold,
+            top,
+            explain,
+            common,
+        } => {
             let config = load_config(&common)?;
             let threshold = check_threshold(threshold.unwrap_or(config.dedup.threshold))?;
             let fp = fingerprinter(&config)?;
-            let rule = DedupConfig { threshold, ..config.dedup.clone() };
+            let rule = DedupConfig {
+                threshold,
+                ..config.dedup.clone()
+            };
             let report = compare(&fp, &a, &b, &rule, top, explain)?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(())
         }
-        Command::Batch { input, output, index_dir, threshold, threads: t, max_article_bytes, quiet, common } => {
+        Command::Batch {
+            input,
+            output,
+            index_dir,
+            threshold,
+            threads: t,
+            max_article_bytes,
+            quiet,
+            common,
+        } => {
             let config = load_config(&common)?;
             let threshold = check_threshold(threshold.unwrap_or(config.dedup.threshold))?;
             let fp = fingerprinter(&config)?;
             let index = RocksIndex::open(&index_dir, fp.identity(), &config.index)?;
-            let mut deduper = Deduper::with_config(index, DedupConfig { threshold, ..config.dedup.clone() });
+            let mut deduper = Deduper::with_config(
+                index,
+                DedupConfig {
+                    threshold,
+                    ..config.dedup.clone()
+                },
+            );
             let mut out = open_output(&output)?;
             let opts = BatchOptions {
                 threads: threads(t),
@@ -231,45 +271,65 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Run { args, common } => newsdedup::service::run(*args, load_config(&common)?),
-        Command::Index { command } => match command {
-            IndexCommand::Stats { index_dir, top, json } => {
-                ensure_index_exists(&index_dir)?;
-                let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
-                let stats = index.stats(top)?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&stats)?);
-                } else {
-                    println!("index:            {}", stats.dir);
-                    println!("articles:         {} ({} unique, {} duplicate)", stats.articles, stats.unique, stats.duplicate);
-                    println!("disk:             {} bytes ({:.0} bytes/article)", stats.disk_bytes, stats.bytes_per_article);
-                    println!("identity digest:  {}", stats.identity_digest);
-                    for f in &stats.families {
-                        let largest: Vec<String> = f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
+        Command::Index { command } => {
+            match command {
+                IndexCommand::Stats {
+                    index_dir,
+                    top,
+                    json,
+                } => {
+                    ensure_index_exists(&index_dir)?;
+                    let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
+                    let stats = index.stats(top)?;
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&stats)?);
+                    } else {
+                        println!("index:            {}", stats.dir);
                         println!(
+                            "articles:         {} ({} unique, {} duplicate)",
+                            stats.articles, stats.unique, stats.duplicate
+                        );
+                        println!(
+                            "disk:             {} bytes ({:.0} bytes/article)",
+                            stats.disk_bytes, stats.bytes_per_article
+                        );
+                        println!("identity digest:  {}", stats.identity_digest);
+                        for f in &stats.families {
+                            let largest: Vec<String> =
+                                f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
+                            println!(
                             "{}: {} entries in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
                             f.family, f.entries, f.buckets_used, f.mean_bucket, f.max_bucket, largest.join(" ")
                         );
+                        }
                     }
+                    Ok(())
                 }
-                Ok(())
-            }
-            IndexCommand::Verify { index_dir } => {
-                ensure_index_exists(&index_dir)?;
-                let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
-                let report = index.verify()?;
-                println!("{}", serde_json::to_string_pretty(&report)?);
-                if !report.problems.is_empty() {
-                    bail!("index {} is inconsistent: {} problem(s)", index_dir.display(), report.problems.len());
+                IndexCommand::Verify { index_dir } => {
+                    ensure_index_exists(&index_dir)?;
+                    let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
+                    let report = index.verify()?;
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                    if !report.problems.is_empty() {
+                        bail!(
+                            "index {} is inconsistent: {} problem(s)",
+                            index_dir.display(),
+                            report.problems.len()
+                        );
+                    }
+                    Ok(())
                 }
-                Ok(())
             }
-        },
+        }
     }
 }
 
 fn ensure_index_exists(dir: &Path) -> Result<()> {
     if !dir.join("CURRENT").exists() {
-        bail!("{} is not a newsdedup index (no RocksDB CURRENT file)", dir.display());
+        bail!(
+            "{} is not a newsdedup index (no RocksDB CURRENT file)",
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -288,9 +348,11 @@ fn fingerprint_line(fp: &Fingerprinter, line: Line, explain: bool, top: usize) -
         Err(e) => return json!({"id": e.id, "error": e.to_string()}),
     };
     let result = if explain {
-        fp.analyze(article.title(), article.content()).map(|(f, feats)| (f, Some(feats)))
+        fp.analyze(article.title(), article.content())
+            .map(|(f, feats)| (f, Some(feats)))
     } else {
-        fp.fingerprint(article.title(), article.content()).map(|f| (f, None))
+        fp.fingerprint(article.title(), article.content())
+            .map(|f| (f, None))
     };
     match result {
         Err(e) => json!({"id": article.id(), "error": format!("no_features: {e}")}),
@@ -298,7 +360,10 @@ fn fingerprint_line(fp: &Fingerprinter, line: Line, explain: bool, top: usize) -
             let mut v = json!({"id": article.id(), "fingerprint": f.fingerprint.to_hex()});
             if let (Some(feats), Some(obj)) = (feats, v.as_object_mut()) {
                 obj.insert("feature_count".into(), json!(f.features));
-                obj.insert("features".into(), Value::Array(feats.iter().take(top).map(feature_json).collect()));
+                obj.insert(
+                    "features".into(),
+                    Value::Array(feats.iter().take(top).map(feature_json).collect()),
+                );
             }
             v
         }
@@ -309,26 +374,61 @@ fn fingerprint_line(fp: &Fingerprinter, line: Line, explain: bool, top: usize) -
 fn read_compare_input(path: &Path) -> Result<(String, String, String)> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     if let Ok(a) = Article::parse(&bytes, usize::MAX) {
-        return Ok((a.id().to_owned(), a.title().to_owned(), a.content().to_owned()));
+        return Ok((
+            a.id().to_owned(),
+            a.title().to_owned(),
+            a.content().to_owned(),
+        ));
     }
-    let text = String::from_utf8(bytes).with_context(|| format!("{} is neither an article JSON object nor UTF-8 text", path.display()))?;
+    let text = String::from_utf8(bytes).with_context(|| {
+        format!(
+            "{} is neither an article JSON object nor UTF-8 text",
+            path.display()
+        )
+    })?;
     Ok((path.display().to_string(), String::new(), text))
 }
 
-fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usize, explain: bool) -> Result<Value> {
+fn compare(
+    fp: &Fingerprinter,
+    a: &Path,
+    b: &Path,
+    rule: &DedupConfig,
+    top: usize,
+    explain: bool,
+) -> Result<Value> {
     let (id_a, title_a, content_a) = read_compare_input(a)?;
     let (id_b, title_b, content_b) = read_compare_input(b)?;
-    let (fa, feats_a) = fp.analyze(&title_a, &content_a).with_context(|| format!("{}", a.display()))?;
-    let (fb, feats_b) = fp.analyze(&title_b, &content_b).with_context(|| format!("{}", b.display()))?;
+    let (fa, feats_a) = fp
+        .analyze(&title_a, &content_a)
+        .with_context(|| format!("{}", a.display()))?;
+    let (fb, feats_b) = fp
+        .analyze(&title_b, &content_b)
+        .with_context(|| format!("{}", b.display()))?;
     let distance = fa.fingerprint.distance(fb.fingerprint);
     let sim = fa.sketch.similarity(&fb.sketch);
-    let shares_block = fa.fingerprint.blocks().iter().zip(fb.fingerprint.blocks()).any(|(x, y)| *x == y);
-    let shares_band = rule.sketch_search && fa.sketch.bands().any(|band| fb.sketch.bands().any(|other| other == band));
+    let shares_block = fa
+        .fingerprint
+        .blocks()
+        .iter()
+        .zip(fb.fingerprint.blocks())
+        .any(|(x, y)| *x == y);
+    let shares_band = rule.sketch_search
+        && fa
+            .sketch
+            .bands()
+            .any(|band| fb.sketch.bands().any(|other| other == band));
     // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
     // or, with sketch_search, a content-sketch band.
     let found = shares_block || shares_band;
-    let weights_b: HashMap<&str, f64> = feats_b.iter().map(|f| (f.word.as_str(), f.weight)).collect();
-    let weights_a: HashMap<&str, f64> = feats_a.iter().map(|f| (f.word.as_str(), f.weight)).collect();
+    let weights_b: HashMap<&str, f64> = feats_b
+        .iter()
+        .map(|f| (f.word.as_str(), f.weight))
+        .collect();
+    let weights_a: HashMap<&str, f64> = feats_a
+        .iter()
+        .map(|f| (f.word.as_str(), f.weight))
+        .collect();
     let shared: Vec<Value> = feats_a
         .iter()
         .filter(|f| weights_b.contains_key(f.word.as_str()))
@@ -336,7 +436,12 @@ fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usiz
         .map(|f| json!({"word": f.word, "weight_a": round3(f.weight), "weight_b": round3(weights_b[f.word.as_str()])}))
         .collect();
     let only = |feats: &[Feature], other: &HashMap<&str, f64>| -> Vec<Value> {
-        feats.iter().filter(|f| !other.contains_key(f.word.as_str())).take(top).map(feature_json).collect()
+        feats
+            .iter()
+            .filter(|f| !other.contains_key(f.word.as_str()))
+            .take(top)
+            .map(feature_json)
+            .collect()
     };
     let total_a: f64 = feats_a.iter().map(|f| f.weight).sum();
     let total_b: f64 = feats_b.iter().map(|f| f.weight).sum();
@@ -352,7 +457,6 @@ fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usiz
         "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
         "shares_block": shares_block,
         "shares_sketch_band": shares_band,
-        // The index only sees candidates that share a 16-bit block (always true within distance 3).
         "verdict": if found && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
         "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
@@ -362,8 +466,14 @@ fn compare(fp: &Fingerprinter, a: &Path, b: &Path, rule: &DedupConfig, top: usiz
     });
     if explain {
         if let Some(obj) = report.as_object_mut() {
-            obj.insert("features_a".into(), Value::Array(feats_a.iter().map(feature_json).collect()));
-            obj.insert("features_b".into(), Value::Array(feats_b.iter().map(feature_json).collect()));
+            obj.insert(
+                "features_a".into(),
+                Value::Array(feats_a.iter().map(feature_json).collect()),
+            );
+            obj.insert(
+                "features_b".into(),
+                Value::Array(feats_b.iter().map(feature_json).collect()),
+            );
         }
     }
     Ok(report)
