@@ -76,13 +76,27 @@ pub trait ArticleStore {
     fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError>;
     /// Appends to `out` every indexed fingerprint within `max_distance` of `fp` that shares at
     /// least one 16-bit block with it (all of them, for `max_distance <= 3`). Each article once.
-    fn candidates(&self, fp: Fingerprint, max_distance: u32, out: &mut Vec<Candidate>) -> Result<(), IndexError>;
+    fn candidates(
+        &self,
+        fp: Fingerprint,
+        max_distance: u32,
+        out: &mut Vec<Candidate>,
+    ) -> Result<(), IndexError>;
     /// Appends to `out` the (seq, id) of every searchable article whose content sketch shares an
     /// LSH band with `sketch`. Each article once.
-    fn sketch_candidates(&self, sketch: &Sketch, out: &mut Vec<(u64, String)>) -> Result<(), IndexError>;
+    fn sketch_candidates(
+        &self,
+        sketch: &Sketch,
+        out: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError>;
     /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the
     /// four block families so later articles can match it.
-    fn insert(&mut self, id: &str, article: &StoredArticle, searchable: bool) -> Result<(), IndexError>;
+    fn insert(
+        &mut self,
+        id: &str,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError>;
     fn counts(&self) -> IndexCounts;
 }
 
