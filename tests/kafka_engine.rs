@@ -5,11 +5,14 @@ mod common;
 
 use newsdedup::config::Config;
 use newsdedup::dedup::Deduper;
+use newsdedup::error::IndexError;
 use newsdedup::fingerprint::Fingerprinter;
+use newsdedup::index::IndexCounts;
 use newsdedup::index::RocksIndex;
-use newsdedup::kafka::engine::{Engine, LocalPreparer, OutputSink};
+use newsdedup::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
 use newsdedup::kafka::record::{InputMessage, OutputKind, OutputRecord, Ticket};
 use newsdedup::kafka::tracker::OffsetTracker;
+use newsdedup::pipeline::{Outcome, Prepared};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::sync::atomic::AtomicBool;
@@ -185,4 +188,86 @@ fn invalid_records_go_to_the_dlq_and_nothing_blocks() {
     assert_eq!(out[2].0.kind, OutputKind::Dlq);
     assert_eq!(header(&out[2].0, "newsdedup.error.reason"), "bad_json");
     assert_eq!(tracker.lock().commit_candidates(None)[0].offset, 3);
+}
+
+/// Fails every decision after the first `ok` ones, like an index that stopped accepting writes.
+struct FailAfter {
+    inner: Deduper<RocksIndex>,
+    ok: usize,
+}
+
+impl DecisionStage for FailAfter {
+    fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError> {
+        if self.ok == 0 {
+            return Err(IndexError::Io {
+                dir: "/injected".into(),
+                source: std::io::Error::other("injected write failure"),
+            });
+        }
+        self.ok -= 1;
+        DecisionStage::decide(&mut self.inner, prepared, now_ms)
+    }
+
+    fn sync(&self) -> Result<(), IndexError> {
+        DecisionStage::sync(&self.inner)
+    }
+
+    fn counts(&self) -> IndexCounts {
+        DecisionStage::counts(&self.inner)
+    }
+}
+
+#[test]
+fn an_index_error_stops_decisions_and_nothing_after_it_is_committable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = Config::default();
+    let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
+    let index = RocksIndex::open(dir.path(), fp.identity(), &config.index).expect("index");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let sink = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let preparer = Arc::new(LocalPreparer {
+        fingerprinter: fp,
+        max_article_bytes: 1 << 20,
+    });
+    let decider = FailAfter {
+        inner: Deduper::new(index, 3),
+        ok: 10,
+    };
+    let mut engine = Engine::start(
+        decider,
+        preparer,
+        sink.clone(),
+        2,
+        Arc::new(AtomicBool::new(false)),
+    );
+    let e = tracker.lock().assign(0);
+    for (i, a) in common::corpus_articles("sina_2018_patrick233.jsonl", 30)
+        .iter()
+        .enumerate()
+    {
+        tracker.lock().register(0, i as i64);
+        engine
+            .submit(message(0, i as i64, e, &Value::Object(a.clone())))
+            .expect("submit");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while engine.handle().failure().is_none() {
+        assert!(Instant::now() < deadline, "no failure reported");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let failure = engine.handle().failure().expect("failure");
+    assert!(failure.contains("injected write failure"), "{failure}");
+    // What was decided before the error can still be made durable and committed; nothing after.
+    engine
+        .handle()
+        .sync(Duration::from_secs(10))
+        .expect("sync after failure");
+    assert_eq!(sink.out.lock().len(), 10);
+    assert_eq!(tracker.lock().commit_candidates(None)[0].offset, 10);
+    assert_eq!(tracker.lock().in_flight(), 20);
+    engine.shutdown();
 }

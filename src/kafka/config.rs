@@ -170,7 +170,7 @@ impl Default for ServiceConfig {
             index_dir: PathBuf::from("/var/lib/newsdedup/index"),
             metrics_addr: "0.0.0.0:9898".into(),
             threads: 0,
-            max_article_bytes: 1_000_000,
+            max_article_bytes: 900_000,
             max_in_flight: 5_000,
             commit_interval_ms: 1_000,
             commit_every: 5_000,
@@ -214,7 +214,7 @@ pub struct RunArgs {
     /// Fingerprinting threads, 0 = one per core [default: 0]
     #[arg(long, env = "NEWSDEDUP_THREADS")]
     pub threads: Option<usize>,
-    /// Largest accepted message value in bytes (larger: DLQ, reason oversized) [default: 1000000]
+    /// Largest accepted message value in bytes (larger: DLQ, reason oversized) [default: 900000]
     #[arg(long, env = "NEWSDEDUP_MAX_ARTICLE_BYTES")]
     pub max_article_bytes: Option<usize>,
     /// Consumed but not yet done messages before fetching pauses [default: 5000]
@@ -446,6 +446,8 @@ impl Settings {
             ("acks", "all"),
             ("linger.ms", "5"),
             ("message.timeout.ms", "60000"),
+            // Kafka's default max.message.bytes (1 MiB + 12): outputs are the input + ~0.3 KB.
+            ("message.max.bytes", "1048576"),
         ] {
             producer.insert(k.to_owned(), v.to_owned());
         }

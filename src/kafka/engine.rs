@@ -23,7 +23,7 @@ use crate::article::{InvalidArticle, InvalidReason};
 use crate::dedup::{self, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
-use crate::index::{ArticleStore, RocksIndex};
+use crate::index::{ArticleStore, IndexCounts, RocksIndex};
 use crate::metrics as m;
 use crate::pipeline::{self, Outcome, Prepared};
 use crossbeam_channel::{bounded, never, select, unbounded, Receiver, Sender};
@@ -52,6 +52,37 @@ impl DurableStore for RocksIndex {
 
     fn disk_bytes(&self) -> u64 {
         RocksIndex::disk_bytes(self)
+    }
+}
+
+/// The decision stage: lookup + decision + insert, one writer. Implemented by `Deduper` over a
+/// [`DurableStore`]; tests wrap it to inject failures.
+pub trait DecisionStage: Send + 'static {
+    /// Decides one prepared record (an invalid one is passed through without touching the index).
+    fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError>;
+    /// Makes every decision so far durable.
+    fn sync(&self) -> Result<(), IndexError>;
+    fn counts(&self) -> IndexCounts;
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+}
+
+impl<S: DurableStore> DecisionStage for Deduper<S> {
+    fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError> {
+        pipeline::decide(self, prepared, None, now_ms)
+    }
+
+    fn sync(&self) -> Result<(), IndexError> {
+        self.store().sync()
+    }
+
+    fn counts(&self) -> IndexCounts {
+        self.store().counts()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.store().disk_bytes()
     }
 }
 
@@ -162,10 +193,11 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts `threads` prepare workers and the decision thread owning `deduper`. `abandon` is
-    /// the flag set by [`EngineHandle::abandon`] (share it with the sink so it stops retrying).
-    pub fn start<S: DurableStore, K: OutputSink>(
-        deduper: Deduper<S>,
+    /// Starts `threads` prepare workers and the decision thread owning `decider` (typically a
+    /// `Deduper<RocksIndex>`). `abandon` is the flag set by [`EngineHandle::abandon`] (share it
+    /// with the sink so it stops retrying).
+    pub fn start<D: DecisionStage, K: OutputSink>(
+        decider: D,
         preparer: Arc<dyn Preparer>,
         sink: K,
         threads: usize,
@@ -193,7 +225,7 @@ impl Engine {
             let abandon = abandon.clone();
             std::thread::Builder::new()
                 .name("decide".into())
-                .spawn(move || decide_loop(deduper, sink, ready_rx, control_rx, &failure, &abandon))
+                .spawn(move || decide_loop(decider, sink, ready_rx, control_rx, &failure, &abandon))
                 .expect("cannot spawn the decision thread")
         };
         Engine {
@@ -291,8 +323,8 @@ impl DecideMetrics {
     }
 }
 
-fn decide_loop<S: DurableStore, K: OutputSink>(
-    mut deduper: Deduper<S>,
+fn decide_loop<D: DecisionStage, K: OutputSink>(
+    mut decider: D,
     mut sink: K,
     ready_rx: Receiver<Ready>,
     mut control_rx: Receiver<Control>,
@@ -300,10 +332,10 @@ fn decide_loop<S: DurableStore, K: OutputSink>(
     abandon: &AtomicBool,
 ) {
     let metrics = DecideMetrics::new();
-    let counts = deduper.store().counts();
+    let counts = decider.counts();
     metrics.index_articles.set(counts.articles as f64);
     metrics.index_unique.set(counts.unique as f64);
-    metrics.index_disk.set(deduper.store().disk_bytes() as f64);
+    metrics.index_disk.set(decider.disk_bytes() as f64);
     let mut last_disk = Instant::now();
     let mut pending: BTreeMap<u64, Ready> = BTreeMap::new();
     let mut next = 0u64;
@@ -318,9 +350,9 @@ fn decide_loop<S: DurableStore, K: OutputSink>(
                         if failed || abandon.load(Ordering::Relaxed) {
                             continue;
                         }
-                        if let Err(e) = decide_one(&mut deduper, &mut sink, item, &metrics) {
+                        if let Err(e) = decide_one(&mut decider, &mut sink, item, &metrics) {
                             failed = true;
-                            let synced = match deduper.store().sync() {
+                            let synced = match decider.sync() {
                                 Ok(()) => "writes before it are durable".to_owned(),
                                 Err(s) => format!("syncing earlier writes failed too: {s}"),
                             };
@@ -336,7 +368,7 @@ fn decide_loop<S: DurableStore, K: OutputSink>(
             },
             recv(control_rx) -> c => match c {
                 Ok(Control::Sync(reply)) => {
-                    let result = deduper.store().sync().map_err(|e| e.to_string());
+                    let result = decider.sync().map_err(|e| e.to_string());
                     if let Err(e) = &result {
                         failed = true;
                         let msg = format!("cannot sync the index: {e}; stopped deciding");
@@ -345,7 +377,7 @@ fn decide_loop<S: DurableStore, K: OutputSink>(
                     }
                     if last_disk.elapsed() >= Duration::from_secs(10) {
                         last_disk = Instant::now();
-                        metrics.index_disk.set(deduper.store().disk_bytes() as f64);
+                        metrics.index_disk.set(decider.disk_bytes() as f64);
                     }
                     let _ = reply.send(result);
                 }
@@ -353,15 +385,15 @@ fn decide_loop<S: DurableStore, K: OutputSink>(
             },
         }
     }
-    if let Err(e) = deduper.store().sync() {
+    if let Err(e) = decider.sync() {
         tracing::error!("final sync of the index failed: {e}");
     }
-    metrics.index_disk.set(deduper.store().disk_bytes() as f64);
-    drop(deduper);
+    metrics.index_disk.set(decider.disk_bytes() as f64);
+    drop(decider);
 }
 
-fn decide_one<S: DurableStore, K: OutputSink>(
-    deduper: &mut Deduper<S>,
+fn decide_one<D: DecisionStage, K: OutputSink>(
+    decider: &mut D,
     sink: &mut K,
     item: Ready,
     metrics: &DecideMetrics,
@@ -375,7 +407,7 @@ fn decide_one<S: DurableStore, K: OutputSink>(
     metrics.prepare_secs.record(prepare_secs);
     let start = Instant::now();
     let ticket = msg.ticket();
-    let record = match pipeline::decide(deduper, prepared, None, dedup::now_ms())? {
+    let record = match decider.decide(prepared, dedup::now_ms())? {
         Outcome::Decided { record, decision } => {
             if decision.is_duplicate() {
                 metrics.duplicate.increment(1);
@@ -387,7 +419,7 @@ fn decide_one<S: DurableStore, K: OutputSink>(
             } else {
                 metrics.candidates.record(decision.candidates as f64);
             }
-            let counts = deduper.store().counts();
+            let counts = decider.counts();
             metrics.index_articles.set(counts.articles as f64);
             metrics.index_unique.set(counts.unique as f64);
             let id = record.get("id").and_then(Value::as_str).unwrap_or_default();
