@@ -310,19 +310,13 @@ impl Committer {
                     rx.recv_timeout(interval),
                     Err(crossbeam_channel::RecvTimeoutError::Disconnected)
                 ) {
-                    match commit_done(&consumer, &shared, None, None) {
-                    Ok(_) => {}
-                    // The engine records the failure; the consumer loop sees it and stops.
-                    Err(CommitError::Index(e)) => {
-                        tracing::error!("{e}");
-                        break;
-                    }
-                    Err(e) => {
+                    // Failures are retried at the next interval. An index failure is recorded
+                    // by the engine; the consumer loop sees it and stops.
+                    if let Err(e) = commit_done(&consumer, &shared, None, None) {
                         if shared.health.should_log("commit") {
                             tracing::warn!("{e}; retrying at the next commit interval (nothing is lost: uncommitted records are only processed again)");
                         }
                     }
-                }
                 }
             })
             .expect("cannot spawn the committer thread");
