@@ -170,15 +170,8 @@ struct Sample {
     received_ms: i64,
 }
 
-/// Reads the output topics from the beginning; keeps records whose input was created at or after
-/// `since_ms` (so outputs of earlier runs are skipped).
-fn measure(
-    brokers: &str,
-    topics: &[String],
-    expect: usize,
-    idle: Duration,
-    since_ms: i64,
-) -> Vec<Sample> {
+/// A consumer assigned to every partition of `topics`, from the beginning or from the end.
+fn reader(brokers: &str, topics: &[String], from_end: bool) -> BaseConsumer {
     let consumer: BaseConsumer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", "kafka-load")
@@ -186,6 +179,11 @@ fn measure(
         .set("fetch.wait.max.ms", "10")
         .create()
         .expect("consumer");
+    let start = if from_end {
+        Offset::End
+    } else {
+        Offset::Beginning
+    };
     let mut tpl = TopicPartitionList::new();
     let md = consumer
         .fetch_metadata(None, Duration::from_secs(10))
@@ -193,12 +191,18 @@ fn measure(
     for t in md.topics() {
         if topics.iter().any(|x| x == t.name()) {
             for p in t.partitions() {
-                tpl.add_partition_offset(t.name(), p.id(), Offset::Beginning)
+                tpl.add_partition_offset(t.name(), p.id(), start)
                     .expect("tpl");
             }
         }
     }
     consumer.assign(&tpl).expect("assign");
+    consumer
+}
+
+/// Collects output records until `expect` arrived (or nothing came for `idle`); keeps those whose
+/// input was created at or after `since_ms`.
+fn measure(consumer: &BaseConsumer, expect: usize, idle: Duration, since_ms: i64) -> Vec<Sample> {
     let mut samples = Vec::with_capacity(expect);
     let mut last = Instant::now();
     while samples.len() < expect && last.elapsed() < idle {
@@ -280,13 +284,8 @@ fn main() {
             expect,
             idle_timeout,
         } => {
-            let samples = measure(
-                &brokers,
-                &topics,
-                expect,
-                Duration::from_secs(idle_timeout),
-                0,
-            );
+            let consumer = reader(&brokers, &topics, false);
+            let samples = measure(&consumer, expect, Duration::from_secs(idle_timeout), 0);
             println!("{}", report(&samples, expect));
             if samples.len() < expect {
                 std::process::exit(1);
@@ -302,10 +301,17 @@ fn main() {
         } => {
             let count = (rate * seconds) as usize;
             let articles = corpus(skip, count);
+            // Start at the end of the outputs (older ones would only cost CPU while measuring),
+            // once the end offsets are resolved; records of this run are told apart by time.
+            let consumer = reader(&brokers, &topics, true);
+            let settle = Instant::now();
+            while settle.elapsed() < Duration::from_secs(1) {
+                let _ = consumer.poll(Duration::from_millis(100));
+            }
             let start_ms = now_ms();
             let b = brokers.clone();
             let producer = std::thread::spawn(move || produce(&b, &topic, &articles, rate));
-            let samples = measure(&brokers, &topics, count, Duration::from_secs(60), start_ms);
+            let samples = measure(&consumer, count, Duration::from_secs(60), start_ms);
             let secs = producer.join().expect("producer thread");
             let mut r = report(&samples, count);
             r["offered_rate"] = json!(rate);

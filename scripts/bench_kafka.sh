@@ -74,7 +74,7 @@ stage() { # mean seconds of a stage from the metrics text
                    END { if (n > 0) printf "%.3f", 1000 * sum / n; else printf "?" }' <<<"$METRICS"
 }
 
-python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" <<'PY'
+python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" "$(stage sync)" <<'PY'
 import json, platform, sys
 t, l = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
@@ -83,6 +83,7 @@ print(json.dumps({
     "sustained_articles_per_sec": t["articles_per_sec"],
     "backlog_articles": t["records"],
     "mean_ms_per_article": {"prepare (one core)": sys.argv[4], "decide": sys.argv[5]},
+    "mean_ms_per_index_fsync": sys.argv[6],
     "latency_at_rate": l["offered_rate"],
     "latency_to_output_record_ms": l["latency_to_output_record_ms"],
     "latency_to_downstream_receipt_ms": l["latency_to_downstream_receipt_ms"],

@@ -134,7 +134,7 @@ fn describe() {
     describe_histogram!(
         STAGE_SECONDS,
         Unit::Seconds,
-        "Time per record in a stage (prepare/decide)."
+        "Time per record in a stage (prepare, decide), and per index WAL fsync before a commit (sync)."
     );
     describe_histogram!(
         CANDIDATES_PER_LOOKUP,

@@ -302,6 +302,7 @@ struct DecideMetrics {
     candidates: metrics::Histogram,
     prepare_secs: metrics::Histogram,
     decide_secs: metrics::Histogram,
+    sync_secs: metrics::Histogram,
     index_articles: metrics::Gauge,
     index_unique: metrics::Gauge,
     index_disk: metrics::Gauge,
@@ -316,6 +317,7 @@ impl DecideMetrics {
             candidates: metrics::histogram!(m::CANDIDATES_PER_LOOKUP),
             prepare_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "prepare"),
             decide_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "decide"),
+            sync_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync"),
             index_articles: metrics::gauge!(m::INDEX_ARTICLES),
             index_unique: metrics::gauge!(m::INDEX_UNIQUE),
             index_disk: metrics::gauge!(m::INDEX_DISK_BYTES),
@@ -368,7 +370,9 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
             },
             recv(control_rx) -> c => match c {
                 Ok(Control::Sync(reply)) => {
+                    let start = Instant::now();
                     let result = decider.sync().map_err(|e| e.to_string());
+                    metrics.sync_secs.record(start.elapsed().as_secs_f64());
                     if let Err(e) = &result {
                         failed = true;
                         let msg = format!("cannot sync the index: {e}; stopped deciding");
