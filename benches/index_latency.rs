@@ -21,7 +21,7 @@ fn identity() -> FingerprintIdentity {
     serde_json::from_value(serde_json::json!({
         "algorithm": "bench", "cleaning": "bench", "sketch": "", "dict_xxh3": "", "idf_xxh3": "", "stopwords_xxh3": "",
         "hmm": true, "title_weight": 1.0, "unknown_idf": null, "keep_single_chars": false, "keep_numbers": true,
-        "keep_latin": true, "pos_filter": [], "strip_boilerplate": true, "max_content_bytes": 0
+        "keep_latin": true, "pos_filter": [], "strip_boilerplate": true, "fold_traditional": true, "max_content_bytes": 0
     }))
     .unwrap()
 }
@@ -67,7 +67,7 @@ fn main() {
         }
         let load_secs = start.elapsed().as_secs_f64();
         let mut deduper = Deduper::new(index, 3);
-        let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000, 3).unwrap();
+        let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
         let mut dups = 0;
         let queries = 20_000u64;
         for i in 0..queries {

@@ -33,6 +33,9 @@ pub struct FingerprintConfig {
     pub pos_filter: Vec<String>,
     /// Drop source/editor/disclaimer/call-to-action lines before segmentation.
     pub strip_boilerplate: bool,
+    /// Fold Traditional Chinese characters to Simplified (OpenCC's character table,
+    /// config/ts_characters.txt) so that a repost converted to 繁體 matches its original.
+    pub fold_traditional: bool,
     /// Only the first this many bytes of content are fingerprinted (bounds time per article).
     pub max_content_bytes: usize,
 }
@@ -51,6 +54,7 @@ impl Default for FingerprintConfig {
             keep_latin: true,
             pos_filter: Vec::new(),
             strip_boilerplate: true,
+            fold_traditional: true,
             max_content_bytes: 1 << 20,
         }
     }

@@ -34,6 +34,7 @@ pub struct FingerprintIdentity {
     pub keep_latin: bool,
     pub pos_filter: Vec<String>,
     pub strip_boilerplate: bool,
+    pub fold_traditional: bool,
     pub max_content_bytes: usize,
 }
 
@@ -53,7 +54,7 @@ impl FingerprintIdentity {
 }
 
 /// Version of the cleaning rules; bump when `text::clean` changes behaviour.
-pub const CLEANING_VERSION: &str = "clean/v1";
+pub const CLEANING_VERSION: &str = "clean/v2";
 
 /// One weighted feature, for explanations.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -158,7 +159,14 @@ impl Fingerprinter {
         }
         let identity = FingerprintIdentity {
             algorithm: simhash::ALGORITHM.into(),
-            cleaning: CLEANING_VERSION.into(),
+            cleaning: if config.fold_traditional {
+                format!(
+                    "{CLEANING_VERSION}+ts:{}",
+                    digest(crate::text::clean::TS_CHARACTERS)
+                )
+            } else {
+                CLEANING_VERSION.into()
+            },
             sketch: sketch_mod::SKETCH_VERSION.into(),
             dict_xxh3: digest(&dict),
             idf_xxh3: digest(&idf_text),
@@ -171,6 +179,7 @@ impl Fingerprinter {
             keep_latin: config.keep_latin,
             pos_filter: config.pos_filter.clone(),
             strip_boilerplate: config.strip_boilerplate,
+            fold_traditional: config.fold_traditional,
             max_content_bytes: config.max_content_bytes,
         };
         let filter = TokenFilter::new(
@@ -181,7 +190,7 @@ impl Fingerprinter {
         );
         Ok(Fingerprinter {
             jieba,
-            cleaner: Cleaner::new(config.strip_boilerplate),
+            cleaner: Cleaner::with_options(config.strip_boilerplate, config.fold_traditional),
             unknown_idf: config.unknown_idf.unwrap_or(idf.median()),
             filter,
             idf,

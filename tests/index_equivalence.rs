@@ -26,6 +26,7 @@ pub fn test_identity() -> FingerprintIdentity {
         keep_latin: true,
         pos_filter: vec![],
         strip_boilerplate: true,
+        fold_traditional: true,
         max_content_bytes: 0,
     }
 }

@@ -3,6 +3,7 @@
 //! reposting sites add — is removed here, before segmentation.
 
 use regex::Regex;
+use std::sync::OnceLock;
 use unicode_normalization::UnicodeNormalization;
 
 /// Reusable cleaner (holds compiled patterns). Cheap to share across threads.
@@ -13,6 +14,45 @@ pub struct Cleaner {
     boilerplate_line: Regex,
     read_more: Regex,
     strip_boilerplate: bool,
+    fold_traditional: bool,
+}
+
+/// Traditional -> Simplified character table (OpenCC TSCharacters, see the file's header).
+pub const TS_CHARACTERS: &str = include_str!("../../config/ts_characters.txt");
+
+const FOLD_BASE: u32 = 0x3400;
+const FOLD_END: u32 = 0xa000;
+
+/// Direct-lookup table over U+3400..U+9FFF (55 KB, stays in cache): 0 = no folding.
+fn fold_table() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![0u16; (FOLD_END - FOLD_BASE) as usize];
+        for line in TS_CHARACTERS.lines().filter(|l| !l.starts_with('#')) {
+            let mut chars = line.chars();
+            if let (Some(t), Some('\t'), Some(s)) = (chars.next(), chars.next(), chars.next()) {
+                let (t, s) = (u32::from(t), u32::from(s));
+                if (FOLD_BASE..FOLD_END).contains(&t) && s <= 0xffff {
+                    table[(t - FOLD_BASE) as usize] = s as u16;
+                }
+            }
+        }
+        table
+    })
+}
+
+/// The Simplified form of a Traditional character (itself for anything else).
+#[inline]
+fn fold_char(c: char, table: &[u16]) -> char {
+    let code = u32::from(c);
+    if (FOLD_BASE..FOLD_END).contains(&code) {
+        if let Some(&s) = table.get((code - FOLD_BASE) as usize) {
+            if s != 0 {
+                return char::from_u32(u32::from(s)).unwrap_or(c);
+            }
+        }
+    }
+    c
 }
 
 /// Lines longer than this (in bytes) are story text, never boilerplate.
@@ -20,6 +60,12 @@ const MAX_BOILERPLATE_LINE: usize = 240;
 
 impl Cleaner {
     pub fn new(strip_boilerplate: bool) -> Cleaner {
+        Self::with_options(strip_boilerplate, false)
+    }
+
+    /// `fold_traditional`: map Traditional Chinese characters to Simplified, so a repost converted
+    /// to 繁體 fingerprints like its original.
+    pub fn with_options(strip_boilerplate: bool, fold_traditional: bool) -> Cleaner {
         Cleaner {
             // Leftover markup attributes without their tag (`style="..."`, `w:st="on"`,
             // `style=max-width:100%;/>`), common in scraped text.
@@ -48,6 +94,7 @@ impl Cleaner {
             read_more: Regex::new("阅读全文|点击查看原文|查看原文|查看全文|展开全文|阅读原文")
                 .expect("static regex"),
             strip_boilerplate,
+            fold_traditional,
         }
     }
 
@@ -55,7 +102,11 @@ impl Cleaner {
     /// no entities, no URLs, no boilerplate lines, whitespace collapsed to single spaces except
     /// newlines, which are kept (one per paragraph) because later stages look at lines.
     pub fn clean(&self, text: &str) -> String {
-        let normalised = normalize_width_case(text);
+        let normalised = if self.fold_traditional {
+            normalize_and_fold(text, fold_table())
+        } else {
+            normalize_width_case(text)
+        };
         let mut text = if normalised.contains(['<', '&']) {
             strip_tags_and_entities(&normalised)
         } else {
@@ -125,6 +176,15 @@ pub fn is_word_char(c: char) -> bool {
         '\0'..='\x7f' => false,
         _ => c.is_alphanumeric(),
     }
+}
+
+/// `normalize_width_case`, then Traditional -> Simplified folding of CJK characters.
+pub fn normalize_and_fold(text: &str, table: &[u16]) -> String {
+    let normalised = normalize_width_case(text);
+    if !normalised.chars().any(|c| fold_char(c, table) != c) {
+        return normalised;
+    }
+    normalised.chars().map(|c| fold_char(c, table)).collect()
 }
 
 /// NFKC + lowercase with a fast path: ASCII, CJK ideographs and CJK punctuation are NFKC-stable, and
@@ -369,6 +429,17 @@ mod tests {
             Cleaner::new(false).clean("来源：新华网\n正文"),
             "来源:新华网\n正文"
         );
+    }
+
+    #[test]
+    fn traditional_folds_to_simplified_when_enabled() {
+        let folding = Cleaner::with_options(true, true);
+        assert_eq!(
+            folding.clean("國務院總理發表講話，經濟穩定增長"),
+            "国务院总理发表讲话,经济稳定增长"
+        );
+        assert_eq!(folding.clean("国务院总理"), "国务院总理");
+        assert_eq!(Cleaner::with_options(true, false).clean("國務院"), "國務院");
     }
 
     #[test]
