@@ -8,6 +8,8 @@ export NEWSDEDUP_CORPUS_DIR="${NEWSDEDUP_CORPUS_DIR:-$(cd .. && pwd)/shared/data
 
 cargo fmt --all -- --check
 cargo clippy --release --all-targets -- -D warnings
+# The quality harness's own unit tests (synthetic text only, ~2 s).
+python3 -m unittest discover -s scripts/eval -p 'test_*.py'
 # Default targets: lib, bins, integration tests, examples (built); benches are built by clippy above
 # and run by hand (README "Performance"), never as timed tests.
 cargo test --release -- --test-threads 2
