@@ -34,8 +34,10 @@ fn init_logging() {
 
 /// Runs the service. Returns Ok after a clean SIGINT/SIGTERM shutdown.
 pub fn run(args: RunArgs, config: Config) -> Result<()> {
-    let settings = Settings::resolve(&args, &config, std::env::vars())
-        .context("invalid settings for `run`")?;
+    // vars_os: a non-UTF-8 variable elsewhere in the environment must not panic here.
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let settings = Settings::resolve(&args, &config, env).context("invalid settings for `run`")?;
     init_logging();
     for w in &settings.warnings {
         tracing::warn!("{w}");
