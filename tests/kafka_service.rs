@@ -697,8 +697,9 @@ fn kafka_run_survives_kill_9_and_decides_every_input_once() {
         ],
     );
 
-    // First run: commits every 100 done records; kill -9 as soon as some outputs are out, so some
-    // are committed and some delivered but not committed (those are processed again).
+    // First run: commits every 100 done records. Once outputs flow, freeze it (SIGSTOP) and look
+    // at what the broker holds: kill -9 it in a state where some offsets are committed and some
+    // outputs are delivered but not committed (those must be processed again, identically).
     let first_args = [
         &args[..],
         &["--commit-every", "100", "--commit-interval-ms", "60000"],
@@ -714,7 +715,34 @@ fn kafka_run_survives_kill_9_and_decides_every_input_once() {
         );
         reader.poll_for(Duration::from_millis(20));
     }
-    first.kill9();
+    let mut attempts = 0;
+    let uncommitted_at_crash: HashSet<(i32, i64)> = loop {
+        first.signal("-STOP");
+        reader.poll_for(Duration::from_millis(300));
+        let at_crash = committed(b, "newsdedup", "articles.raw", 4);
+        let pending: HashSet<(i32, i64)> = reader
+            .got
+            .iter()
+            .map(Output::source)
+            .filter(|(p, o)| *o >= at_crash.get(p).copied().unwrap_or(0).max(0))
+            .collect();
+        if at_crash.values().any(|&o| o > 0) && !pending.is_empty() {
+            first.kill9();
+            eprintln!(
+                "kill -9 with committed {at_crash:?} and {} outputs delivered but not committed",
+                pending.len()
+            );
+            break pending;
+        }
+        first.signal("-CONT");
+        attempts += 1;
+        assert!(
+            attempts < 40,
+            "never caught the first run with committed and uncommitted outputs; log:\n{}",
+            first.log()
+        );
+        std::thread::sleep(Duration::from_millis(30));
+    };
     let before_crash = reader.got.len();
 
     // The rest arrives while the service is down; the restarted service resumes.
@@ -768,6 +796,12 @@ fn kafka_run_survives_kill_9_and_decides_every_input_once() {
         *per_coord.entry(o.source()).or_default() += 1;
     }
     let repeated = per_coord.values().filter(|&&n| n > 1).count();
+    for c in &uncommitted_at_crash {
+        assert!(
+            per_coord[c] >= 2,
+            "{c:?} was delivered but not committed before kill -9, yet not processed again"
+        );
+    }
     eprintln!(
         "{} outputs for {} inputs; {repeated} inputs processed twice (after kill -9)",
         reader.got.len(),
