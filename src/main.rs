@@ -271,56 +271,61 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Run { args, common } => newsdedup::service::run(*args, load_config(&common)?),
-        Command::Index { command } => {
-            match command {
-                IndexCommand::Stats {
-                    index_dir,
-                    top,
-                    json,
-                } => {
-                    ensure_index_exists(&index_dir)?;
-                    let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
-                    let stats = index.stats(top)?;
-                    if json {
-                        println!("{}", serde_json::to_string_pretty(&stats)?);
-                    } else {
-                        println!("index:            {}", stats.dir);
+        Command::Index { command } => match command {
+            IndexCommand::Stats {
+                index_dir,
+                top,
+                json,
+            } => {
+                ensure_index_exists(&index_dir)?;
+                let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
+                let stats = index.stats(top)?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&stats)?);
+                } else {
+                    println!("index:            {}", stats.dir);
+                    println!(
+                        "articles:         {} ({} unique, {} duplicate)",
+                        stats.articles, stats.unique, stats.duplicate
+                    );
+                    println!(
+                        "disk:             {} bytes ({:.0} bytes/article)",
+                        stats.disk_bytes, stats.bytes_per_article
+                    );
+                    println!("identity digest:  {}", stats.identity_digest);
+                    for f in &stats.families {
+                        let largest: Vec<String> =
+                            f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
                         println!(
-                            "articles:         {} ({} unique, {} duplicate)",
-                            stats.articles, stats.unique, stats.duplicate
-                        );
-                        println!(
-                            "disk:             {} bytes ({:.0} bytes/article)",
-                            stats.disk_bytes, stats.bytes_per_article
-                        );
-                        println!("identity digest:  {}", stats.identity_digest);
-                        for f in &stats.families {
-                            let largest: Vec<String> =
-                                f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
-                            println!(
-                            "{}: {} entries in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
-                            f.family, f.entries, f.buckets_used, f.mean_bucket, f.max_bucket, largest.join(" ")
-                        );
-                        }
-                    }
-                    Ok(())
-                }
-                IndexCommand::Verify { index_dir } => {
-                    ensure_index_exists(&index_dir)?;
-                    let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
-                    let report = index.verify()?;
-                    println!("{}", serde_json::to_string_pretty(&report)?);
-                    if !report.problems.is_empty() {
-                        bail!(
-                            "index {} is inconsistent: {} problem(s)",
-                            index_dir.display(),
-                            report.problems.len()
+                            "{}: {} entries ({} simhash blocks, {} sketch bands) in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
+                            f.family,
+                            f.entries,
+                            f.entries - f.band_entries,
+                            f.band_entries,
+                            f.buckets_used,
+                            f.mean_bucket,
+                            f.max_bucket,
+                            largest.join(" ")
                         );
                     }
-                    Ok(())
                 }
+                Ok(())
             }
-        }
+            IndexCommand::Verify { index_dir } => {
+                ensure_index_exists(&index_dir)?;
+                let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
+                let report = index.verify()?;
+                println!("{}", serde_json::to_string_pretty(&report)?);
+                if !report.problems.is_empty() {
+                    bail!(
+                        "index {} is inconsistent: {} problem(s)",
+                        index_dir.display(),
+                        report.problems.len()
+                    );
+                }
+                Ok(())
+            }
+        },
     }
 }
 

@@ -66,33 +66,9 @@ fn corpus_stream(n: usize) -> Vec<String> {
 fn batch_decides_every_line_in_order_and_reports_bad_input() {
     let dir = tempfile::tempdir().unwrap();
     let mut lines = corpus_stream(300);
-    let bad: Vec<(Vec<u8>, &str)> = vec![
-        (b"this is not json".to_vec(), "bad_json"),
-        (
-            b"{\"id\":\"x1\",\"content\":\"\xff\xfe\"}".to_vec(),
-            "bad_utf8",
-        ),
-        (b"[1,2,3]".to_vec(), "not_object"),
-        (b"{\"content\":\"no id\"}".to_vec(), "missing_field"),
-        (b"{\"id\":\"x2\"}".to_vec(), "missing_field"),
-        (b"{\"id\":42,\"content\":\"x\"}".to_vec(), "wrong_type"),
-        (
-            b"{\"id\":\"x3\",\"content\":\"x\",\"url\":5}".to_vec(),
-            "wrong_type",
-        ),
-        (b"{\"id\":\"\",\"content\":\"x\"}".to_vec(), "bad_id"),
-        (
-            b"{\"id\":\"x4\",\"content\":\"   \",\"title\":\"\"}".to_vec(),
-            "empty_text",
-        ),
-        (
-            "{\"id\":\"x5\",\"content\":\"，。！？😀\"}"
-                .as_bytes()
-                .to_vec(),
-            "no_features",
-        ),
-        (b"".to_vec(), "bad_json"),
-    ];
+    let mut bad = common::malformed_records();
+    // An empty line is a record too.
+    bad.push((b"".to_vec(), "bad_json"));
     let mut input = Vec::new();
     let mut expected_invalid = Vec::new();
     for (i, l) in lines.drain(..).enumerate() {

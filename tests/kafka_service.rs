@@ -278,33 +278,8 @@ fn malformed(tag: &str) -> Vec<Input> {
         "{{\"id\":\"big-{tag}\",\"content\":\"{}\"}}",
         "长".repeat(100_000)
     );
-    let cases: Vec<(Vec<u8>, &'static str)> = vec![
-        (b"this is not json".to_vec(), "bad_json"),
-        (
-            b"{\"id\":\"u1\",\"content\":\"\xff\xfe\"}".to_vec(),
-            "bad_utf8",
-        ),
-        (b"[1,2,3]".to_vec(), "not_object"),
-        (b"{\"content\":\"no id\"}".to_vec(), "missing_field"),
-        (b"{\"id\":\"x2\"}".to_vec(), "missing_field"),
-        (b"{\"id\":42,\"content\":\"x\"}".to_vec(), "wrong_type"),
-        (
-            b"{\"id\":\"x3\",\"content\":\"x\",\"url\":5}".to_vec(),
-            "wrong_type",
-        ),
-        (b"{\"id\":\"\",\"content\":\"x\"}".to_vec(), "bad_id"),
-        (
-            b"{\"id\":\"x4\",\"content\":\"   \",\"title\":\"\"}".to_vec(),
-            "empty_text",
-        ),
-        (
-            "{\"id\":\"x5\",\"content\":\"，。！？😀\"}"
-                .as_bytes()
-                .to_vec(),
-            "no_features",
-        ),
-        (big.into_bytes(), "oversized"),
-    ];
+    let mut cases = common::malformed_records();
+    cases.push((big.into_bytes(), "oversized"));
     cases
         .into_iter()
         .enumerate()

@@ -30,7 +30,10 @@ pub struct RocksIndex {
 #[derive(Debug, Clone, Serialize)]
 pub struct FamilyStats {
     pub family: String,
+    /// All entries: simhash blocks plus content-sketch bands.
     pub entries: u64,
+    /// Of which content-sketch band entries.
+    pub band_entries: u64,
     pub buckets_used: u32,
     pub mean_bucket: f64,
     pub max_bucket: u32,
@@ -254,9 +257,13 @@ impl RocksIndex {
             let mut entries = 0u64;
             let mut it = self.db.raw_iterator_cf(cf);
             it.seek_to_first();
+            let mut band_entries = 0u64;
             while let Some(key) = it.key() {
                 if key.len() >= 2 {
                     buckets[u16::from_be_bytes([key[0], key[1]]) as usize] += 1;
+                }
+                if parse_block_key(key).is_some_and(|(_, _, seq)| seq & layout::SKETCH_ENTRY != 0) {
+                    band_entries += 1;
                 }
                 entries += 1;
                 it.next();
@@ -274,6 +281,7 @@ impl RocksIndex {
             families.push(FamilyStats {
                 family: name.to_owned(),
                 entries,
+                band_entries,
                 buckets_used: used,
                 mean_bucket: if used > 0 {
                     entries as f64 / used as f64

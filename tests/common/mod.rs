@@ -35,3 +35,34 @@ pub fn corpus_articles(file: &str, n: usize) -> Vec<serde_json::Map<String, Valu
 pub fn str_field<'a>(m: &'a serde_json::Map<String, Value>, k: &str) -> &'a str {
     m.get(k).and_then(Value::as_str).unwrap_or("")
 }
+
+/// One record of every malformed kind the pipeline must reject, with the reason code it must
+/// report (`oversized` is left to the caller: it depends on the configured limit).
+pub fn malformed_records() -> Vec<(Vec<u8>, &'static str)> {
+    vec![
+        (b"this is not json".to_vec(), "bad_json"),
+        (
+            b"{\"id\":\"u1\",\"content\":\"\xff\xfe\"}".to_vec(),
+            "bad_utf8",
+        ),
+        (b"[1,2,3]".to_vec(), "not_object"),
+        (b"{\"content\":\"no id\"}".to_vec(), "missing_field"),
+        (b"{\"id\":\"x2\"}".to_vec(), "missing_field"),
+        (b"{\"id\":42,\"content\":\"x\"}".to_vec(), "wrong_type"),
+        (
+            b"{\"id\":\"x3\",\"content\":\"x\",\"url\":5}".to_vec(),
+            "wrong_type",
+        ),
+        (b"{\"id\":\"\",\"content\":\"x\"}".to_vec(), "bad_id"),
+        (
+            b"{\"id\":\"x4\",\"content\":\"   \",\"title\":\"\"}".to_vec(),
+            "empty_text",
+        ),
+        (
+            "{\"id\":\"x5\",\"content\":\"，。！？😀\"}"
+                .as_bytes()
+                .to_vec(),
+            "no_features",
+        ),
+    ]
+}
