@@ -150,27 +150,31 @@ impl<S: ArticleStore> Deduper<S> {
         }
         let search = self.rule.threshold.max(self.rule.rescue_distance);
         self.scratch.clear();
-        self.store
-            .candidates(input.fingerprint, search, &mut self.scratch)?;
         let mut fetched: Vec<(u64, StoredArticle)> = Vec::new();
-        // Second candidate path: articles whose content sketch shares an LSH band (they may be
-        // far apart in simhash, e.g. a truncated repost).
-        if let (Some(sketch), true) = (input.sketch, self.rule.sketch_search) {
-            let mut banded = Vec::new();
-            self.store.sketch_candidates(sketch, &mut banded)?;
-            for (seq, id) in banded {
-                if self.scratch.iter().any(|c| c.seq == seq) {
-                    continue;
-                }
-                if let Some(art) = self.store.get(&id)? {
-                    self.scratch.push(Candidate {
-                        seq,
-                        fingerprint: art.fingerprint,
-                        distance: input.fingerprint.distance(art.fingerprint),
-                        id,
-                    });
-                    fetched.push((seq, art));
-                }
+        // Both candidate paths in one pass: simhash blocks, and (second path) articles whose
+        // content sketch shares an LSH band — those may be far apart in simhash, e.g. a truncated
+        // repost.
+        let sketch = input.sketch.filter(|_| self.rule.sketch_search);
+        let mut banded = Vec::new();
+        self.store.lookup(
+            input.fingerprint,
+            search,
+            sketch,
+            &mut self.scratch,
+            &mut banded,
+        )?;
+        for (seq, id) in banded {
+            if self.scratch.iter().any(|c| c.seq == seq) {
+                continue;
+            }
+            if let Some(art) = self.store.get(&id)? {
+                self.scratch.push(Candidate {
+                    seq,
+                    fingerprint: art.fingerprint,
+                    distance: input.fingerprint.distance(art.fingerprint),
+                    id,
+                });
+                fetched.push((seq, art));
             }
         }
         // Nearest first, then earliest seen: the first candidate the rule accepts is the match.

@@ -89,6 +89,22 @@ pub trait ArticleStore {
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError>;
+    /// Both candidate searches at once (`candidates` into `candidates`, and `sketch_candidates`
+    /// into `banded` when a sketch is given); stores may share work between them.
+    fn lookup(
+        &self,
+        fp: Fingerprint,
+        max_distance: u32,
+        sketch: Option<&Sketch>,
+        candidates: &mut Vec<Candidate>,
+        banded: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError> {
+        self.candidates(fp, max_distance, candidates)?;
+        if let Some(sketch) = sketch {
+            self.sketch_candidates(sketch, banded)?;
+        }
+        Ok(())
+    }
     /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the
     /// four block families so later articles can match it.
     fn insert(

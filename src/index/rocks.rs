@@ -417,6 +417,99 @@ impl RocksIndex {
         }
         Ok(report)
     }
+
+    /// One pass over the four block families with one iterator each (iterator creation is a
+    /// large share of a lookup): the simhash block scan (when `max_distance` is set) and the
+    /// sketch bands that live in that family.
+    fn lookup_families(
+        &self,
+        fp: Fingerprint,
+        max_distance: Option<u32>,
+        sketch: Option<&Sketch>,
+        candidates: &mut Vec<Candidate>,
+        banded: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError> {
+        let first_candidate = candidates.len();
+        let first_banded = banded.len();
+        let bands: Vec<(usize, u64)> = sketch.map(|s| s.bands().collect()).unwrap_or_default();
+        let mut band_hits: Vec<(u64, String)> = Vec::new();
+        for (family, (name, block)) in BLOCK_FAMILIES.iter().zip(fp.blocks()).enumerate() {
+            let family_bands = bands.iter().filter(|(b, _)| b % BLOCKS == family);
+            if max_distance.is_none() && family_bands.clone().next().is_none() {
+                continue;
+            }
+            let mut opts = ReadOptions::default();
+            opts.set_prefix_same_as_start(true);
+            let mut it = self.db.raw_iterator_cf_opt(self.cf(name)?, opts);
+            if let Some(max_distance) = max_distance {
+                it.seek(block.to_be_bytes());
+                while let Some(key) = it.key() {
+                    let Some((b, other, seq)) = parse_block_key(key) else {
+                        break;
+                    };
+                    if b != block {
+                        break;
+                    }
+                    let distance = fp.distance(other);
+                    // Skip band entries; an article sharing several blocks appears in several
+                    // families: keep it once.
+                    if seq & layout::SKETCH_ENTRY == 0
+                        && distance <= max_distance
+                        && !candidates[first_candidate..].iter().any(|c| c.seq == seq)
+                    {
+                        let id = it
+                            .value()
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
+                            .unwrap_or_default();
+                        candidates.push(Candidate {
+                            seq,
+                            fingerprint: other,
+                            distance,
+                            id,
+                        });
+                    }
+                    it.next();
+                }
+                it.status().map_err(rocks_err(&self.dir))?;
+            }
+            for &(_, key) in family_bands {
+                let prefix = (key >> 48) as u16;
+                // Entries are sorted by (prefix, band key, seq): seek straight to this band key.
+                it.seek(block_key(prefix, Fingerprint(key), layout::SKETCH_ENTRY));
+                band_hits.clear();
+                while let Some(k) = it.key() {
+                    match parse_block_key(k) {
+                        Some((b, other, seq))
+                            if b == prefix && other.0 == key && seq & layout::SKETCH_ENTRY != 0 =>
+                        {
+                            let id = it
+                                .value()
+                                .map(|v| String::from_utf8_lossy(v).into_owned())
+                                .unwrap_or_default();
+                            band_hits.push((seq & !layout::SKETCH_ENTRY, id));
+                        }
+                        _ => break,
+                    }
+                    if band_hits.len() > MAX_BAND_BUCKET {
+                        break;
+                    }
+                    it.next();
+                }
+                it.status().map_err(rocks_err(&self.dir))?;
+                // A band shared by very many articles comes from boilerplate every article of a
+                // source carries (a newspaper's dateline and sign-off): it says nothing.
+                if band_hits.len() > MAX_BAND_BUCKET {
+                    continue;
+                }
+                for (seq, id) in band_hits.drain(..) {
+                    if !banded[first_banded..].iter().any(|c| c.0 == seq) {
+                        banded.push((seq, id));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl ArticleStore for RocksIndex {
@@ -438,44 +531,7 @@ impl ArticleStore for RocksIndex {
         max_distance: u32,
         out: &mut Vec<Candidate>,
     ) -> Result<(), IndexError> {
-        let first_new = out.len();
-        for (name, block) in BLOCK_FAMILIES.iter().zip(fp.blocks()) {
-            let cf = self.cf(name)?;
-            let prefix = block.to_be_bytes();
-            let mut opts = ReadOptions::default();
-            opts.set_prefix_same_as_start(true);
-            let mut it = self.db.raw_iterator_cf_opt(cf, opts);
-            it.seek(prefix);
-            while let Some(key) = it.key() {
-                let Some((b, other, seq)) = parse_block_key(key) else {
-                    break;
-                };
-                if b != block {
-                    break;
-                }
-                if seq & layout::SKETCH_ENTRY != 0 {
-                    it.next();
-                    continue;
-                }
-                let distance = fp.distance(other);
-                // An article sharing several blocks appears in several families: keep it once.
-                if distance <= max_distance && !out[first_new..].iter().any(|c| c.seq == seq) {
-                    let id = it
-                        .value()
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                        .unwrap_or_default();
-                    out.push(Candidate {
-                        seq,
-                        fingerprint: other,
-                        distance,
-                        id,
-                    });
-                }
-                it.next();
-            }
-            it.status().map_err(rocks_err(&self.dir))?;
-        }
-        Ok(())
+        self.lookup(fp, max_distance, None, out, &mut Vec::new())
     }
 
     fn sketch_candidates(
@@ -483,48 +539,19 @@ impl ArticleStore for RocksIndex {
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
-        let first_new = out.len();
-        let mut band_hits: Vec<(u64, String)> = Vec::new();
-        for (band, key) in sketch.bands() {
-            let cf = self.cf(BLOCK_FAMILIES[band % BLOCKS])?;
-            let prefix = (key >> 48) as u16;
-            let mut opts = ReadOptions::default();
-            opts.set_prefix_same_as_start(true);
-            let mut it = self.db.raw_iterator_cf_opt(cf, opts);
-            // Entries are sorted by (prefix, band key, seq): seek straight to this band key.
-            it.seek(block_key(prefix, Fingerprint(key), layout::SKETCH_ENTRY));
-            band_hits.clear();
-            while let Some(k) = it.key() {
-                match parse_block_key(k) {
-                    Some((b, other, seq))
-                        if b == prefix && other.0 == key && seq & layout::SKETCH_ENTRY != 0 =>
-                    {
-                        let id = it
-                            .value()
-                            .map(|v| String::from_utf8_lossy(v).into_owned())
-                            .unwrap_or_default();
-                        band_hits.push((seq & !layout::SKETCH_ENTRY, id));
-                    }
-                    _ => break,
-                }
-                if band_hits.len() > MAX_BAND_BUCKET {
-                    break;
-                }
-                it.next();
-            }
-            it.status().map_err(rocks_err(&self.dir))?;
-            // A band shared by very many articles comes from boilerplate every article of a source
-            // carries (a newspaper's dateline and sign-off): it says nothing about this story.
-            if band_hits.len() > MAX_BAND_BUCKET {
-                continue;
-            }
-            for (seq, id) in band_hits.drain(..) {
-                if !out[first_new..].iter().any(|c| c.0 == seq) {
-                    out.push((seq, id));
-                }
-            }
-        }
-        Ok(())
+        let mut ignored = Vec::new();
+        self.lookup_families(Fingerprint(0), None, Some(sketch), &mut ignored, out)
+    }
+
+    fn lookup(
+        &self,
+        fp: Fingerprint,
+        max_distance: u32,
+        sketch: Option<&Sketch>,
+        candidates: &mut Vec<Candidate>,
+        banded: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError> {
+        self.lookup_families(fp, Some(max_distance), sketch, candidates, banded)
     }
 
     fn insert(
