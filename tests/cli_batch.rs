@@ -30,6 +30,21 @@ fn run_batch(input: &Path, output: &Path, index: &Path) -> std::process::Output 
     out
 }
 
+/// `index verify` must pass; returns its report.
+fn verify_index(index: &Path) -> Value {
+    let verify = bin()
+        .args(["index", "verify", "--index-dir"])
+        .arg(index)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "index verify: {}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    serde_json::from_slice(&verify.stdout).unwrap()
+}
+
 fn read_jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -190,16 +205,7 @@ fn batch_decides_every_line_in_order_and_reports_bad_input() {
         .count() as u64;
     assert_eq!(stats["articles"], json!(valid));
     assert_eq!(stats["families"].as_array().unwrap().len(), 4);
-    let verify = bin()
-        .args(["index", "verify", "--index-dir"])
-        .arg(&index)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "{}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
+    verify_index(&index);
 }
 
 #[test]
@@ -266,17 +272,7 @@ fn kill_mid_run_then_resume_gives_identical_decisions_and_a_consistent_index() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let verify = bin()
-        .args(["index", "verify", "--index-dir"])
-        .arg(&index)
-        .output()
-        .unwrap();
-    assert!(
-        verify.status.success(),
-        "after kill: {}",
-        String::from_utf8_lossy(&verify.stdout)
-    );
-    let after_kill: Value = serde_json::from_slice(&verify.stdout).unwrap();
+    let after_kill = verify_index(&index);
     let decided = after_kill["articles"].as_u64().unwrap();
     assert!(
         decided > 0 && (decided as usize) < lines.len(),

@@ -358,30 +358,6 @@ fn decode_entity(s: &str) -> Option<(char, usize)> {
     Some((c, end + 1))
 }
 
-/// Collapses runs of whitespace: any run containing a newline becomes one '\n', others one ' '.
-/// Leading/trailing whitespace is dropped.
-pub fn collapse_whitespace(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut pending: Option<char> = None;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            if c == '\n' || c == '\r' {
-                pending = Some('\n');
-            } else if pending.is_none() {
-                pending = Some(' ');
-            }
-        } else {
-            if let Some(p) = pending.take() {
-                if !out.is_empty() {
-                    out.push(p);
-                }
-            }
-            out.push(c);
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -444,7 +420,7 @@ mod tests {
 
     #[test]
     fn whitespace_collapses_but_paragraphs_stay() {
-        assert_eq!(collapse_whitespace("  a \t b \n\n  c  "), "a b\nc");
+        assert_eq!(clean("  a \t b \r\n\n  c  "), "a b\nc");
     }
 
     #[test]
