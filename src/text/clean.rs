@@ -178,25 +178,27 @@ pub fn is_word_char(c: char) -> bool {
     }
 }
 
-/// `normalize_width_case`, then Traditional -> Simplified folding of CJK characters.
+/// `normalize_width_case`, then Traditional -> Simplified folding of CJK characters, in the same
+/// single pass over the text.
 pub fn normalize_and_fold(text: &str, table: &[u16]) -> String {
-    let normalised = normalize_width_case(text);
-    if !normalised.chars().any(|c| fold_char(c, table) != c) {
-        return normalised;
-    }
-    normalised.chars().map(|c| fold_char(c, table)).collect()
+    normalize(text, Some(table))
 }
 
 /// NFKC + lowercase with a fast path: ASCII, CJK ideographs and CJK punctuation are NFKC-stable, and
 /// the full-width ASCII block maps by subtraction; only other runs go through the full algorithm.
 pub fn normalize_width_case(text: &str) -> String {
+    normalize(text, None)
+}
+
+fn normalize(text: &str, fold: Option<&[u16]>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut slow_run_start: Option<usize> = None;
     for (i, c) in text.char_indices() {
         let fast = match c {
             'A'..='Z' => Some(c.to_ascii_lowercase()),
             '\0'..='\x7f' => Some(c),
-            '\u{4e00}'..='\u{9fff}' | '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
+            '\u{4e00}'..='\u{9fff}' => Some(fold.map_or(c, |t| fold_char(c, t))),
+            '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
             '\u{3000}' => Some(' '),
             '\u{ff01}'..='\u{ff5e}' => {
                 char::from_u32(c as u32 - 0xfee0).map(|h| h.to_ascii_lowercase())
@@ -206,7 +208,7 @@ pub fn normalize_width_case(text: &str) -> String {
         match fast {
             Some(f) => {
                 if let Some(start) = slow_run_start.take() {
-                    push_nfkc_lower(&text[start..i], &mut out);
+                    push_nfkc_lower(&text[start..i], fold, &mut out);
                 }
                 out.push(f);
             }
@@ -218,14 +220,16 @@ pub fn normalize_width_case(text: &str) -> String {
         }
     }
     if let Some(start) = slow_run_start {
-        push_nfkc_lower(&text[start..], &mut out);
+        push_nfkc_lower(&text[start..], fold, &mut out);
     }
     out
 }
 
-fn push_nfkc_lower(run: &str, out: &mut String) {
+fn push_nfkc_lower(run: &str, fold: Option<&[u16]>, out: &mut String) {
     for c in run.nfkc() {
-        out.extend(c.to_lowercase());
+        for l in c.to_lowercase() {
+            out.push(fold.map_or(l, |t| fold_char(l, t)));
+        }
     }
 }
 
