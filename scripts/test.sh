@@ -12,4 +12,10 @@ cargo clippy --release --all-targets -- -D warnings
 python3 -m unittest discover -s scripts/eval -p 'test_*.py'
 # Default targets: lib, bins, integration tests, examples (built); benches are built by clippy above
 # and run by hand (README "Performance"), never as timed tests.
-cargo test --release -- --test-threads 2
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --release -- --test-threads 2 2>&1 | tee "$log" || status=$?
+# One closing line over every test binary (the last binary cargo runs, the doc-tests, has none).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
