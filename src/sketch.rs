@@ -9,6 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 pub const BINS: usize = 32;
+/// Size of the binary form (`to_bytes`).
+pub const SKETCH_BYTES: usize = (BINS + 1) * 4;
 /// Characters per shingle.
 pub const SHINGLE: usize = 4;
 const EMPTY: u32 = u32::MAX;
@@ -138,6 +140,40 @@ impl Sketch {
         }
     }
 
+    /// Binary form: 32 little-endian u32 bins, then the shingle count (132 bytes).
+    pub fn to_bytes(&self) -> [u8; SKETCH_BYTES] {
+        let mut out = [0u8; SKETCH_BYTES];
+        for (chunk, v) in out
+            .chunks_exact_mut(4)
+            .zip(self.bins.iter().chain(std::iter::once(&self.shingles)))
+        {
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+        out
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Option<Sketch> {
+        if bytes.len() != SKETCH_BYTES {
+            return None;
+        }
+        let word = |i: usize| {
+            u32::from_le_bytes([
+                bytes[4 * i],
+                bytes[4 * i + 1],
+                bytes[4 * i + 2],
+                bytes[4 * i + 3],
+            ])
+        };
+        let mut bins = [EMPTY; BINS];
+        for (i, b) in bins.iter_mut().enumerate() {
+            *b = word(i);
+        }
+        Some(Sketch {
+            bins,
+            shingles: word(BINS),
+        })
+    }
+
     /// 132 bytes: 32 little-endian u32 bins then the shingle count, hex encoded for storage.
     pub fn to_hex(&self) -> String {
         let mut s = String::with_capacity((BINS + 1) * 8);
@@ -212,6 +248,8 @@ mod tests {
     fn hex_round_trip_and_empty() {
         let a = Sketch::of(TEXT);
         assert_eq!(Sketch::from_hex(&a.to_hex()), Some(a));
+        assert_eq!(Sketch::from_bytes(&a.to_bytes()), Some(a));
+        assert_eq!(Sketch::from_bytes(&[0u8; 5]), None);
         assert_eq!(Sketch::from_hex("zz"), None);
         let e = Sketch::of("，。!");
         assert!(e.is_empty());

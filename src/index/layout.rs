@@ -11,7 +11,8 @@
 //! The same families also hold the content-sketch LSH bands of unique articles (see
 //! `SKETCH_ENTRY`), the candidate path of the second check.
 //!
-//! `articles`: key = article id, value = 1 format byte || JSON `StoredArticle`.
+//! `articles`: key = article id, value = format byte || sketch (binary) || JSON `StoredArticle`
+//! (see `ARTICLE_VALUE_FORMAT`).
 //! `meta`: fingerprint identity and counters.
 
 use crate::simhash::{Fingerprint, BLOCKS};
@@ -26,8 +27,11 @@ pub const META_FORMAT: &[u8] = b"format";
 
 /// Version of this layout, stored under `META_FORMAT`.
 pub const FORMAT_VERSION: &str = "newsdedup-index/1";
-/// First byte of an `articles` value.
-pub const ARTICLE_VALUE_FORMAT: u8 = 1;
+/// First byte of an `articles` value. Format 2: then one byte (1 if a sketch follows), the
+/// 132-byte binary sketch if so, then the JSON record without its sketch. Format 1 (JSON with the
+/// sketch in hex) is still read.
+pub const ARTICLE_VALUE_FORMAT: u8 = 2;
+pub const ARTICLE_VALUE_FORMAT_JSON: u8 = 1;
 
 pub const BLOCK_KEY_LEN: usize = 18;
 

@@ -8,7 +8,7 @@ use crate::config::IndexConfig;
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
 use crate::simhash::{Fingerprint, BLOCKS};
-use crate::sketch::Sketch;
+use crate::sketch::{Sketch, SKETCH_BYTES};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
     ReadOptions, SliceTransform, WriteBatch, WriteOptions, DB,
@@ -217,8 +217,22 @@ impl RocksIndex {
             message,
         };
         match raw.split_first() {
-            Some((&layout::ARTICLE_VALUE_FORMAT, json)) => {
+            Some((&layout::ARTICLE_VALUE_FORMAT_JSON, json)) => {
                 serde_json::from_slice(json).map_err(|e| corrupt(format!("article {id:?}: {e}")))
+            }
+            Some((&layout::ARTICLE_VALUE_FORMAT, rest)) => {
+                let (sketch, json) = match rest.split_first() {
+                    Some((0, json)) => (None, json),
+                    Some((1, tail)) if tail.len() >= SKETCH_BYTES => (
+                        Sketch::from_bytes(&tail[..SKETCH_BYTES]),
+                        &tail[SKETCH_BYTES..],
+                    ),
+                    _ => return Err(corrupt(format!("article {id:?}: truncated value"))),
+                };
+                let mut article: StoredArticle = serde_json::from_slice(json)
+                    .map_err(|e| corrupt(format!("article {id:?}: {e}")))?;
+                article.sketch = sketch;
+                Ok(article)
             }
             _ => Err(corrupt(format!("article {id:?}: unknown value format"))),
         }
@@ -560,9 +574,20 @@ impl ArticleStore for RocksIndex {
         article: &StoredArticle,
         searchable: bool,
     ) -> Result<(), IndexError> {
-        let mut value = Vec::with_capacity(128);
+        let mut value = Vec::with_capacity(256);
         value.push(layout::ARTICLE_VALUE_FORMAT);
-        serde_json::to_writer(&mut value, article).map_err(|e| IndexError::Corrupt {
+        match &article.sketch {
+            Some(s) => {
+                value.push(1);
+                value.extend_from_slice(&s.to_bytes());
+            }
+            None => value.push(0),
+        }
+        let json_part = StoredArticle {
+            sketch: None,
+            ..article.clone()
+        };
+        serde_json::to_writer(&mut value, &json_part).map_err(|e| IndexError::Corrupt {
             dir: self.dir.clone(),
             message: format!("cannot encode article {id:?}: {e}"),
         })?;
