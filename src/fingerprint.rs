@@ -216,9 +216,11 @@ impl Fingerprinter {
     /// Calls `emit(word, hash)` with every kept word of `text`, in order.
     fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str, u64)) {
         let mut visit = |word: &'a str| {
-            let hash = feature_hash(word);
-            if self.filter.keep(word, hash) {
-                emit(word, hash);
+            if self.filter.keep_class(word) {
+                let hash = feature_hash(word);
+                if !self.filter.is_stopword(hash) {
+                    emit(word, hash);
+                }
             }
         };
         if self.config.pos_filter.is_empty() {
@@ -245,10 +247,15 @@ impl Fingerprinter {
         terms.reserve(content.len() / 16);
         for (text, in_title) in [(title, true), (content, false)] {
             self.for_each_word(text, |word, hash| {
-                let t = terms.entry(hash).or_insert(Term {
-                    word,
-                    tf: 0,
-                    in_title,
+                let t = terms.entry(hash).or_insert_with(|| {
+                    // The weight step reads this word's IDF slot: start loading it now, while
+                    // segmentation goes on.
+                    self.idf.prefetch(hash);
+                    Term {
+                        word,
+                        tf: 0,
+                        in_title,
+                    }
                 });
                 t.tf += 1;
             });
@@ -278,9 +285,6 @@ impl Fingerprinter {
         let terms = self.term_stats(&title, &content);
         if terms.is_empty() {
             return Err(NoFeatures);
-        }
-        for &hash in terms.keys() {
-            self.idf.prefetch(hash);
         }
         let weighted: Vec<(u64, i64)> = terms
             .iter()

@@ -83,11 +83,35 @@ impl Sketch {
         let mut prev3: u64 = 0;
         let mut filled = 0usize;
         let mut shingles = 0u32;
-        for c in text
-            .chars()
-            .filter(|&c| crate::text::clean::is_word_char(c))
-        {
-            let code = u64::from(u32::from(c));
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            // Decode by hand: CJK text is three-byte sequences, ASCII one byte; the rest goes
+            // through `chars()` (the text is a `str`, so every sequence is valid).
+            let (code, len, word) = match bytes[i] {
+                b @ 0x00..=0x7f => (u32::from(b), 1, b.is_ascii_alphanumeric()),
+                b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
+                    let code = (u32::from(b0 & 0x0f) << 12)
+                        | (u32::from(bytes[i + 1] & 0x3f) << 6)
+                        | u32::from(bytes[i + 2] & 0x3f);
+                    let word = (0x4e00..=0x9fff).contains(&code)
+                        || char::from_u32(code).is_some_and(crate::text::clean::is_word_char);
+                    (code, 3, word)
+                }
+                _ => match text.get(i..).and_then(|rest| rest.chars().next()) {
+                    Some(c) => (
+                        u32::from(c),
+                        c.len_utf8(),
+                        crate::text::clean::is_word_char(c),
+                    ),
+                    None => break,
+                },
+            };
+            i += len;
+            if !word {
+                continue;
+            }
+            let code = u64::from(code);
             filled += 1;
             if filled >= SHINGLE {
                 let h = shingle_hash(prev3, code);
@@ -242,6 +266,39 @@ mod tests {
         let s = a.similarity(&b);
         assert!(s.containment > 0.7, "{s:?}");
         assert!(s.jaccard < s.containment);
+    }
+
+    /// `Sketch::of` as it was before its hand-made decoder (`chars()` + `is_word_char`).
+    fn sketch_reference(text: &str) -> Sketch {
+        let mut bins = [EMPTY; BINS];
+        let (mut prev3, mut filled, mut shingles) = (0u64, 0usize, 0u32);
+        for c in text
+            .chars()
+            .filter(|&c| crate::text::clean::is_word_char(c))
+        {
+            let code = u64::from(u32::from(c));
+            filled += 1;
+            if filled >= SHINGLE {
+                let h = shingle_hash(prev3, code);
+                let bin = (h >> 59) as usize;
+                bins[bin] = bins[bin].min(h as u32);
+                shingles = shingles.saturating_add(1);
+            }
+            prev3 = ((prev3 << 21) | code) & ((1 << 63) - 1);
+        }
+        Sketch { bins, shingles }
+    }
+
+    #[test]
+    fn decoder_equals_chars() {
+        let mixed = format!(
+            "{TEXT} abc 123 é ü ÿ ǅ 𠀀𠀁 😀 ｶﾀｶﾅ 가나다 ① \u{7ff}\u{800}\u{ffff}\u{10000}x"
+        );
+        for text in [TEXT, mixed.as_str(), "", "a", "中", "𠀀", "é"] {
+            for end in (0..=text.len()).filter(|&e| text.is_char_boundary(e)) {
+                assert_eq!(Sketch::of(&text[..end]), sketch_reference(&text[..end]));
+            }
+        }
     }
 
     #[test]

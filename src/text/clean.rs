@@ -55,6 +55,44 @@ fn fold_char(c: char, table: &[u16]) -> char {
     c
 }
 
+/// Length of the leading run of `bytes` that `normalize` leaves unchanged and that needs no
+/// look at its neighbours: ASCII other than capitals, and U+4E00..U+9FFF ideographs that do not
+/// fold. Stops early at anything else (the caller then takes the general path).
+#[inline]
+fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b < 0x80 {
+            if b.is_ascii_uppercase() {
+                break;
+            }
+            i += 1;
+        } else if let (0xe4..=0xe9, Some(&b1), Some(&b2)) = (b, bytes.get(i + 1), bytes.get(i + 2))
+        {
+            let code =
+                (u32::from(b & 0x0f) << 12) | (u32::from(b1 & 0x3f) << 6) | u32::from(b2 & 0x3f);
+            let unchanged = (0x4e00..=0x9fff).contains(&code)
+                && fold.is_none_or(|t| fold_code(code, t) == code);
+            if !unchanged {
+                break;
+            }
+            i += 3;
+        } else {
+            break;
+        }
+    }
+    i
+}
+
+/// `fold_char` on a code point of U+4E00..U+9FFF.
+#[inline]
+fn fold_code(code: u32, table: &[u16]) -> u32 {
+    match table.get(code.wrapping_sub(FOLD_BASE) as usize) {
+        Some(&s) if s != 0 => u32::from(s),
+        _ => code,
+    }
+}
+
 /// Lines longer than this (in bytes) are story text, never boilerplate.
 const MAX_BOILERPLATE_LINE: usize = 240;
 
@@ -145,25 +183,101 @@ impl Cleaner {
 }
 
 /// Appends `line` with whitespace runs collapsed to one space, as a new line of `out` (lines with
-/// no visible character are dropped).
+/// no visible character are dropped). Copies each run of visible characters whole.
 fn push_collapsed(line: &str, out: &mut String) {
-    let mut pending_space = false;
+    let bytes = line.as_bytes();
+    let mut i = 0;
     let mut started = false;
-    for c in line.chars() {
-        if c.is_whitespace() {
-            pending_space = started;
-            continue;
+    while i < bytes.len() {
+        let space_start = i;
+        while let Some(n) = whitespace_len(line, i) {
+            i += n;
+        }
+        if i >= bytes.len() {
+            break; // trailing whitespace
+        }
+        let word_start = i;
+        // Bytes that cannot start a whitespace character (continuation bytes included) are
+        // skipped without decoding.
+        while i < bytes.len() {
+            match VISIBLE_STEP[usize::from(bytes[i])] {
+                0 => {
+                    if whitespace_len(line, i).is_some() {
+                        break;
+                    }
+                    i += utf8_len(bytes[i]);
+                }
+                step => i += usize::from(step),
+            }
         }
         if !started {
             if !out.is_empty() {
                 out.push('\n');
             }
             started = true;
-        } else if pending_space {
+        } else if space_start < word_start {
             out.push(' ');
         }
-        pending_space = false;
-        out.push(c);
+        out.push_str(&line[word_start..i]);
+    }
+}
+
+/// Bytes that can start a whitespace character: ASCII whitespace and the lead bytes of U+0085,
+/// U+00A0, U+1680, U+2000..U+205F and U+3000.
+const WHITESPACE_STARTS: [u8; 10] = [
+    b'\t', b'\n', 0x0b, 0x0c, b'\r', b' ', 0xc2, 0xe1, 0xe2, 0xe3,
+];
+
+/// Per first byte of a character: 0 if it may start a whitespace character, else the length of a
+/// character it starts, to step over it without decoding.
+static VISIBLE_STEP: [u8; 256] = {
+    let mut t = [1u8; 256];
+    let mut b = 0xc0;
+    while b < 256 {
+        t[b] = if b < 0xe0 {
+            2
+        } else if b < 0xf0 {
+            3
+        } else {
+            4
+        };
+        b += 1;
+    }
+    let mut k = 0;
+    while k < WHITESPACE_STARTS.len() {
+        t[WHITESPACE_STARTS[k] as usize] = 0;
+        k += 1;
+    }
+    t
+};
+
+/// Byte length of the whitespace character (`char::is_whitespace`) starting at byte `i` of `s`, or
+/// None if there is none. Only lead bytes that can start a non-ASCII whitespace character
+/// (U+0085, U+00A0, U+1680, U+2000..U+205F, U+3000) are decoded.
+#[inline]
+fn whitespace_len(s: &str, i: usize) -> Option<usize> {
+    let b = *s.as_bytes().get(i)?;
+    if VISIBLE_STEP[usize::from(b)] != 0 {
+        return None;
+    }
+    match b {
+        b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' => Some(1),
+        0xc2 | 0xe1 | 0xe2 | 0xe3 => {
+            let c = s.get(i..)?.chars().next()?;
+            c.is_whitespace().then(|| c.len_utf8())
+        }
+        _ => None,
+    }
+}
+
+/// Length of the UTF-8 sequence a lead byte starts.
+#[inline]
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
     }
 }
 
@@ -173,7 +287,12 @@ fn push_collapsed(line: &str, out: &mut String) {
 pub fn is_word_char(c: char) -> bool {
     match c {
         'a'..='z' | 'A'..='Z' | '0'..='9' | '\u{4e00}'..='\u{9fff}' => true,
-        '\0'..='\x7f' => false,
+        // ASCII, general punctuation and CJK punctuation/brackets (the rest of U+3000..U+303F holds
+        // letters such as 々 and 〇).
+        '\0'..='\x7f'
+        | '\u{2010}'..='\u{2027}'
+        | '\u{3000}'..='\u{3004}'
+        | '\u{3008}'..='\u{3020}' => false,
         _ => c.is_alphanumeric(),
     }
 }
@@ -191,36 +310,84 @@ pub fn normalize_width_case(text: &str) -> String {
 }
 
 fn normalize(text: &str, fold: Option<&[u16]>) -> String {
+    /// What the fast path makes of one character.
+    enum Step {
+        /// Unchanged: stays in the pending run, copied in one go later.
+        Keep,
+        /// Replaced by this character.
+        Replace(char),
+        /// Needs full NFKC (with its neighbours: composition looks across characters).
+        Slow,
+    }
     let mut out = String::with_capacity(text.len());
-    let mut slow_run_start: Option<usize> = None;
-    for (i, c) in text.char_indices() {
-        let fast = match c {
-            'A'..='Z' => Some(c.to_ascii_lowercase()),
-            '\0'..='\x7f' => Some(c),
-            '\u{4e00}'..='\u{9fff}' => Some(fold.map_or(c, |t| fold_char(c, t))),
-            '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
-            '\u{3000}' => Some(' '),
-            '\u{ff01}'..='\u{ff5e}' => {
-                char::from_u32(c as u32 - 0xfee0).map(|h| h.to_ascii_lowercase())
+    // Invariant: outside a slow run, text[copied..i] is unchanged output not yet copied; inside one
+    // (slow_start = Some(s)), everything before s has been written.
+    let mut copied = 0;
+    let mut slow_start: Option<usize> = None;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if slow_start.is_none() {
+            // The common case, unchanged characters (lowercase ASCII, CJK ideographs that do not
+            // fold) in a tight loop: they only extend the pending run.
+            i += unchanged_prefix_len(&bytes[i..], fold);
+            if i >= bytes.len() {
+                break;
             }
-            _ => None,
+        }
+        // Every fast-path character is ASCII or a three-byte sequence: decode those by hand, and
+        // send anything else (2- and 4-byte sequences) to the slow path undecoded.
+        let (step, len) = match bytes[i] {
+            b @ b'A'..=b'Z' => (Step::Replace(char::from(b.to_ascii_lowercase())), 1),
+            0x00..=0x7f => (Step::Keep, 1),
+            b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
+                let code = (u32::from(b0 & 0x0f) << 12)
+                    | (u32::from(bytes[i + 1] & 0x3f) << 6)
+                    | u32::from(bytes[i + 2] & 0x3f);
+                let step = match code {
+                    0x4e00..=0x9fff => match fold.map(|t| fold_code(code, t)) {
+                        Some(f) if f != code => char::from_u32(f).map_or(Step::Slow, Step::Replace),
+                        _ => Step::Keep,
+                    },
+                    0x3001..=0x303f | 0x2010..=0x2027 => Step::Keep,
+                    0x3000 => Step::Replace(' '),
+                    0xff01..=0xff5e => match char::from_u32(code - 0xfee0) {
+                        Some(h) => Step::Replace(h.to_ascii_lowercase()),
+                        None => Step::Slow,
+                    },
+                    _ => Step::Slow,
+                };
+                (step, 3)
+            }
+            b => (Step::Slow, utf8_len(b)),
         };
-        match fast {
-            Some(f) => {
-                if let Some(start) = slow_run_start.take() {
+        match step {
+            Step::Keep => {
+                if let Some(start) = slow_start.take() {
                     push_nfkc_lower(&text[start..i], fold, &mut out);
+                    copied = i;
+                }
+            }
+            Step::Replace(f) => {
+                match slow_start.take() {
+                    Some(start) => push_nfkc_lower(&text[start..i], fold, &mut out),
+                    None => out.push_str(&text[copied..i]),
                 }
                 out.push(f);
+                copied = i + len;
             }
-            None => {
-                if slow_run_start.is_none() {
-                    slow_run_start = Some(i);
+            Step::Slow => {
+                if slow_start.is_none() {
+                    out.push_str(&text[copied..i]);
+                    slow_start = Some(i);
                 }
             }
         }
+        i += len;
     }
-    if let Some(start) = slow_run_start {
-        push_nfkc_lower(&text[start..], fold, &mut out);
+    match slow_start {
+        Some(start) => push_nfkc_lower(&text[start..], fold, &mut out),
+        None => out.push_str(&text[copied..]),
     }
     out
 }
@@ -380,6 +547,108 @@ mod tests {
         assert_eq!(normalize_width_case("①ﬁ"), "1fi");
     }
 
+    /// The fast paths of `is_word_char` agree with `char::is_alphanumeric` on every character.
+    #[test]
+    fn is_word_char_is_is_alphanumeric() {
+        for c in (0..=0x10ffffu32).filter_map(char::from_u32) {
+            assert_eq!(is_word_char(c), c.is_alphanumeric(), "U+{:04X}", c as u32);
+        }
+    }
+
+    /// `normalize` as it was before runs were copied whole (one push per character); the
+    /// fingerprint identity (`clean/v2`) promises exactly its output. Like it, a combining mark
+    /// after a fast-path character is normalised on its own ("e" + U+0301 stays decomposed).
+    fn normalize_reference(text: &str, fold: Option<&[u16]>) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut slow_run_start: Option<usize> = None;
+        for (i, c) in text.char_indices() {
+            let fast = match c {
+                'A'..='Z' => Some(c.to_ascii_lowercase()),
+                '\0'..='\x7f' => Some(c),
+                '\u{4e00}'..='\u{9fff}' => Some(fold.map_or(c, |t| fold_char(c, t))),
+                '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
+                '\u{3000}' => Some(' '),
+                '\u{ff01}'..='\u{ff5e}' => {
+                    char::from_u32(c as u32 - 0xfee0).map(|h| h.to_ascii_lowercase())
+                }
+                _ => None,
+            };
+            match fast {
+                Some(f) => {
+                    if let Some(start) = slow_run_start.take() {
+                        push_nfkc_lower(&text[start..i], fold, &mut out);
+                    }
+                    out.push(f);
+                }
+                None => {
+                    if slow_run_start.is_none() {
+                        slow_run_start = Some(i);
+                    }
+                }
+            }
+        }
+        if let Some(start) = slow_run_start {
+            push_nfkc_lower(&text[start..], fold, &mut out);
+        }
+        out
+    }
+
+    /// Copying unchanged runs whole changes nothing: same output as the per-character form on mixed
+    /// scripts, compatibility characters, combining marks at run edges and Traditional characters.
+    #[test]
+    fn normalize_run_copy_equals_per_char_form() {
+        let pieces = [
+            "中国",
+            "國務院",
+            "ＡＢＣ",
+            "abc",
+            "XYZ",
+            "　",
+            "，",
+            "。",
+            "①",
+            "ﬁ",
+            "e\u{301}",
+            "\u{301}",
+            "가\u{11a8}",
+            "ｶ",
+            "ﾞ",
+            "㍿",
+            "—",
+            "“",
+            "😀",
+            "\n",
+            " ",
+            "Ä",
+            "ǅ",
+            "İ",
+            "々",
+            "〇",
+            "\u{3099}",
+        ];
+        let table = fold_table();
+        let mut state = 0x9e3779b97f4a7c15u64;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            for _ in 0..6 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                text.push_str(pieces[(state % pieces.len() as u64) as usize]);
+            }
+            assert_eq!(
+                normalize(&text, None),
+                normalize_reference(&text, None),
+                "{text:?}"
+            );
+            assert_eq!(
+                normalize(&text, Some(table)),
+                normalize_reference(&text, Some(table)),
+                "{text:?} (folded)"
+            );
+        }
+    }
+
     #[test]
     fn tags_entities_and_comments_are_removed() {
         assert_eq!(
@@ -420,6 +689,53 @@ mod tests {
         );
         assert_eq!(folding.clean("国务院总理"), "国务院总理");
         assert_eq!(Cleaner::with_options(true, false).clean("國務院"), "國務院");
+    }
+
+    /// `push_collapsed` as it was (one char at a time); the byte-run form must equal it.
+    fn push_collapsed_reference(line: &str, out: &mut String) {
+        let mut pending_space = false;
+        let mut started = false;
+        for c in line.chars() {
+            if c.is_whitespace() {
+                pending_space = started;
+                continue;
+            }
+            if !started {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                started = true;
+            } else if pending_space {
+                out.push(' ');
+            }
+            pending_space = false;
+            out.push(c);
+        }
+    }
+
+    #[test]
+    fn push_collapsed_equals_per_char_form() {
+        let pieces = [
+            " ", "\t", "\r", "\u{b}", "\u{c}", "\u{85}", "\u{a0}", "\u{1680}", "\u{2000}",
+            "\u{200a}", "\u{200b}", "\u{2028}", "\u{2029}", "\u{202f}", "\u{205f}", "\u{2060}",
+            "\u{3000}", "\u{3001}", "\u{1c}", "中", "a", "é", "😀", "—", "\u{e1}", "\u{1681}",
+        ];
+        let mut state = 0x2545f4914f6cdd1du64;
+        for _ in 0..20_000 {
+            let mut line = String::new();
+            for _ in 0..7 {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                line.push_str(pieces[(state % pieces.len() as u64) as usize]);
+            }
+            for prefix in ["", "x"] {
+                let (mut fast, mut slow) = (prefix.to_owned(), prefix.to_owned());
+                push_collapsed(&line, &mut fast);
+                push_collapsed_reference(&line, &mut slow);
+                assert_eq!(fast, slow, "{line:?}");
+            }
+        }
     }
 
     #[test]

@@ -18,8 +18,37 @@ pub enum TokenClass {
     Word,
 }
 
+/// True if `b` is one or more CJK unified ideographs of U+4E00..U+9FFF (UTF-8 `E4 B8 80` to
+/// `E9 BF BF`): most tokens of Chinese text, classified without decoding characters.
+#[inline]
+fn all_common_cjk(b: &[u8]) -> bool {
+    !b.is_empty()
+        && b.len() % 3 == 0
+        && b.chunks_exact(3)
+            .all(|c| matches!(c[0], 0xe5..=0xe9) || (c[0] == 0xe4 && c[1] >= 0xb8))
+}
+
 /// Classifies one token.
+#[inline]
 pub fn classify(token: &str) -> TokenClass {
+    // One ASCII byte: jieba emits punctuation and spaces one character at a time.
+    if let [b] = token.as_bytes() {
+        return if b.is_ascii_digit() {
+            TokenClass::Number
+        } else if b.is_ascii_alphabetic() {
+            TokenClass::Latin
+        } else {
+            TokenClass::Punct
+        };
+    }
+    // Each chunk that passes is exactly one 3-byte character, so chunks stay on char boundaries.
+    if all_common_cjk(token.as_bytes()) {
+        return if token.len() == 3 {
+            TokenClass::SingleChar
+        } else {
+            TokenClass::Word
+        };
+    }
     let mut chars = 0usize;
     let mut alnum = false;
     let mut all_number = true;
@@ -83,7 +112,14 @@ impl TokenFilter {
     /// True if `token` (already cleaned and lowercased; `hash` = its feature hash) is a feature.
     #[inline]
     pub fn keep(&self, token: &str, hash: u64) -> bool {
-        let keep_class = match classify(token) {
+        self.keep_class(token) && !self.is_stopword(hash)
+    }
+
+    /// True if the class of `token` is kept (the stop-word check aside). Checked before hashing:
+    /// punctuation and single characters, about half of all tokens, are never hashed.
+    #[inline]
+    pub fn keep_class(&self, token: &str) -> bool {
+        match classify(token) {
             TokenClass::Punct => false,
             TokenClass::Number => self.keep_numbers,
             // Scraped forum text carries anti-copy junk like "l5", "h9": two-character mixed tokens
@@ -95,8 +131,13 @@ impl TokenFilter {
             }
             TokenClass::SingleChar => self.keep_single_chars,
             TokenClass::Word => true,
-        };
-        keep_class && !self.stopwords.contains(&hash)
+        }
+    }
+
+    /// True if `hash` is the feature hash of a stop word.
+    #[inline]
+    pub fn is_stopword(&self, hash: u64) -> bool {
+        self.stopwords.contains(&hash)
     }
 
     pub fn stopword_count(&self) -> usize {
@@ -130,6 +171,15 @@ mod tests {
         assert_eq!(classify("中"), TokenClass::SingleChar);
         assert_eq!(classify("中国"), TokenClass::Word);
         assert_eq!(classify("a股"), TokenClass::Word);
+        // Edges of the fast path: U+4DFF (a hexagram symbol, not a letter) sits just below it.
+        assert_eq!(classify("\u{4dff}"), TokenClass::Punct);
+        assert_eq!(classify("\u{4e00}"), TokenClass::SingleChar);
+        assert_eq!(classify("\u{9fff}\u{4e00}"), TokenClass::Word);
+        assert_eq!(classify("中。"), TokenClass::Word);
+        assert_eq!(classify("。"), TokenClass::Punct);
+        assert_eq!(classify("7"), TokenClass::Number);
+        assert_eq!(classify("x"), TokenClass::Latin);
+        assert_eq!(classify(","), TokenClass::Punct);
     }
 
     #[test]
