@@ -23,7 +23,7 @@ pub enum TokenClass {
 #[inline]
 fn all_common_cjk(b: &[u8]) -> bool {
     !b.is_empty()
-        && b.len() % 3 == 0
+        && b.len().is_multiple_of(3)
         && b.chunks_exact(3)
             .all(|c| matches!(c[0], 0xe5..=0xe9) || (c[0] == 0xe4 && c[1] >= 0xb8))
 }
