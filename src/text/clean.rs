@@ -145,7 +145,8 @@ impl Cleaner {
         } else {
             normalize_width_case(text)
         };
-        let mut text = if normalised.contains(['<', '&']) {
+        // A byte search: a char-set `contains` would decode every character.
+        let mut text = if memchr::memchr2(b'<', b'&', normalised.as_bytes()).is_some() {
             strip_tags_and_entities(&normalised)
         } else {
             normalised
