@@ -63,37 +63,54 @@ fn measure(
     aps
 }
 
-/// Best time of `a` and of `b` over `rounds` alternating passes, so that the machine's drift (a
-/// shared VM's speed changes by 20-30% within minutes) hits both sides of a ratio alike.
+/// Speed of `a` and of `b` and their ratio, measured in alternating chunks of 50 articles
+/// (a few milliseconds each): a shared VM's speed drifts by 20-30% within seconds, and adjacent
+/// chunks see the same machine. Prints the total-time ratio and its spread over `rounds` passes.
 fn measure_pair(
     texts: &[(String, String)],
     rounds: usize,
     (name_a, mut a): (&str, impl FnMut(&str, &str)),
     (name_b, mut b): (&str, impl FnMut(&str, &str)),
-) -> (f64, f64) {
-    let (mut best_a, mut best_b) = (f64::MAX, f64::MAX);
+) -> (f64, f64, f64) {
+    let (mut total_a, mut total_b) = (0.0, 0.0);
+    let mut ratios = Vec::with_capacity(rounds);
     for _ in 0..rounds {
-        let start = Instant::now();
-        for (t, c) in texts {
-            a(t, c);
+        let (mut round_a, mut round_b) = (0.0, 0.0);
+        for chunk in texts.chunks(50) {
+            let start = Instant::now();
+            for (t, c) in chunk {
+                a(t, c);
+            }
+            round_a += start.elapsed().as_secs_f64();
+            let start = Instant::now();
+            for (t, c) in chunk {
+                b(t, c);
+            }
+            round_b += start.elapsed().as_secs_f64();
         }
-        best_a = best_a.min(start.elapsed().as_secs_f64());
-        let start = Instant::now();
-        for (t, c) in texts {
-            b(t, c);
-        }
-        best_b = best_b.min(start.elapsed().as_secs_f64());
+        total_a += round_a;
+        total_b += round_b;
+        ratios.push(round_a / round_b);
     }
+    ratios.sort_by(f64::total_cmp);
     let bytes: usize = texts.iter().map(|(t, c)| t.len() + c.len()).sum();
-    for (name, best) in [(name_a, best_a), (name_b, best_b)] {
+    let n = (texts.len() * rounds) as f64;
+    for (name, total) in [(name_a, total_a), (name_b, total_b)] {
         println!(
-            "{name:<28} {:>9.0} articles/s {:>7.1} MB/s  ({} articles, best of {rounds}, alternating)",
-            texts.len() as f64 / best,
-            bytes as f64 / 1e6 / best,
+            "{name:<28} {:>9.0} articles/s {:>7.1} MB/s  ({} articles x {rounds} rounds, alternating)",
+            n / total,
+            bytes as f64 * rounds as f64 / 1e6 / total,
             texts.len()
         );
     }
-    (texts.len() as f64 / best_a, texts.len() as f64 / best_b)
+    println!(
+        "  speed ratio {name_b} / {name_a}: {:.2} (rounds: min {:.2}, median {:.2}, max {:.2})",
+        total_a / total_b,
+        ratios[0],
+        ratios[ratios.len() / 2],
+        ratios[ratios.len() - 1]
+    );
+    (n / total_a, n / total_b, total_a / total_b)
 }
 
 fn main() {
@@ -115,6 +132,58 @@ fn main() {
         });
         return;
     }
+    if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("stages") {
+        // Each stage added in turn, all measured in alternating rounds (where does time go?).
+        let cleaned: Vec<(String, String)> = texts.iter().map(|(t, c)| fp.clean(t, c)).collect();
+        let mut total = [0f64; 5];
+        for _ in 0..5 {
+            for chunk in (0..texts.len()).collect::<Vec<_>>().chunks(50) {
+                let mut t = |i: usize, f: &mut dyn FnMut(usize)| {
+                    let start = Instant::now();
+                    for &k in chunk {
+                        f(k);
+                    }
+                    total[i] += start.elapsed().as_secs_f64();
+                };
+                t(0, &mut |k| {
+                    black_box(jieba.cut(&texts[k].0, true));
+                    black_box(jieba.cut(&texts[k].1, true));
+                });
+                t(1, &mut |k| {
+                    black_box(jieba.cut(&cleaned[k].0, true));
+                    black_box(jieba.cut(&cleaned[k].1, true));
+                });
+                t(2, &mut |k| {
+                    let (a, b) = fp.clean(&texts[k].0, &texts[k].1);
+                    black_box(jieba.cut(&a, true));
+                    black_box(jieba.cut(&b, true));
+                });
+                t(3, &mut |k| {
+                    black_box(fp.feature_count(&texts[k].0, &texts[k].1));
+                });
+                t(4, &mut |k| {
+                    let _ = black_box(fp.fingerprint(&texts[k].0, &texts[k].1));
+                });
+            }
+        }
+        let best = total.map(|t| t / 5.0);
+        for (name, b) in [
+            "raw cut",
+            "cut of cleaned",
+            "clean + cut",
+            "clean + cut + filter + tf",
+            "fingerprint",
+        ]
+        .iter()
+        .zip(best)
+        {
+            println!(
+                "{name:<28} {:>7.1} us/article",
+                b * 1e6 / texts.len() as f64
+            );
+        }
+        return;
+    }
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("cut") {
         measure("raw jieba cut (hmm)", &texts, rounds, |t, c| {
             black_box(jieba.cut(t, true));
@@ -123,9 +192,13 @@ fn main() {
         return;
     }
     // The goal's ratio: raw cut and the full fingerprint measured in alternating passes.
-    let (cut, full) = measure_pair(
+    let rounds_pair = std::env::var("NEWSDEDUP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(9);
+    let (cut, _, ratio) = measure_pair(
         &texts,
-        5,
+        rounds_pair,
         ("raw jieba cut (hmm)", |t: &str, c: &str| {
             black_box(jieba.cut(t, true));
             black_box(jieba.cut(c, true));
@@ -134,7 +207,7 @@ fn main() {
             let _ = black_box(fp.fingerprint(t, c));
         }),
     );
-    println!("fingerprint / raw cut = {:.2}", full / cut);
+    println!("fingerprint / raw cut = {ratio:.2}");
     measure("raw jieba cut (no hmm)", &texts, rounds, |t, c| {
         black_box(jieba.cut(t, false));
         black_box(jieba.cut(c, false));
