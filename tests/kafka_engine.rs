@@ -8,7 +8,7 @@ use newsdedup::dedup::Deduper;
 use newsdedup::error::IndexError;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::IndexCounts;
-use newsdedup::index::RocksIndex;
+use newsdedup::index::{RocksIndex, SyncHandle};
 use newsdedup::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
 use newsdedup::kafka::record::{InputMessage, OutputKind, OutputRecord, Ticket};
 use newsdedup::kafka::tracker::OffsetTracker;
@@ -194,6 +194,9 @@ fn invalid_records_go_to_the_dlq_and_nothing_blocks() {
 struct FailAfter {
     inner: Deduper<RocksIndex>,
     ok: usize,
+    /// Offer the index's sync handle (the committer fsyncs on its own thread, as in the
+    /// service), or not (sync requests go through the decision thread).
+    sync_handle: bool,
 }
 
 impl DecisionStage for FailAfter {
@@ -212,6 +215,14 @@ impl DecisionStage for FailAfter {
         DecisionStage::sync(&self.inner)
     }
 
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        if self.sync_handle {
+            DecisionStage::sync_handle(&self.inner)
+        } else {
+            None
+        }
+    }
+
     fn counts(&self) -> IndexCounts {
         DecisionStage::counts(&self.inner)
     }
@@ -219,6 +230,15 @@ impl DecisionStage for FailAfter {
 
 #[test]
 fn an_index_error_stops_decisions_and_nothing_after_it_is_committable() {
+    index_error_stops_decisions(true);
+}
+
+#[test]
+fn an_index_error_stops_decisions_with_syncs_through_the_decision_thread() {
+    index_error_stops_decisions(false);
+}
+
+fn index_error_stops_decisions(sync_handle: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = Config::default();
     let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
@@ -235,6 +255,7 @@ fn an_index_error_stops_decisions_and_nothing_after_it_is_committable() {
     let decider = FailAfter {
         inner: Deduper::new(index, 3),
         ok: 10,
+        sync_handle,
     };
     let mut engine = Engine::start(
         decider,

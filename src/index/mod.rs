@@ -9,7 +9,7 @@ use crate::simhash::Fingerprint;
 use crate::sketch::Sketch;
 use serde::{Deserialize, Serialize};
 
-pub use rocks::RocksIndex;
+pub use rocks::{RocksIndex, SyncHandle};
 
 /// An indexed fingerprint that shares at least one 16-bit block with the query.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,15 +15,39 @@ use rocksdb::{
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
 pub const MAX_BAND_BUCKET: usize = 32;
 
 pub struct RocksIndex {
-    db: DB,
+    /// Shared with `SyncHandle`s, which fsync the WAL from other threads.
+    db: Arc<DB>,
     dir: PathBuf,
     counts: IndexCounts,
     write_opts: WriteOptions,
+}
+
+/// See [`RocksIndex::sync_handle`]. Keeps the database open while it lives.
+#[derive(Clone)]
+pub struct SyncHandle {
+    db: Arc<DB>,
+    dir: PathBuf,
+}
+
+impl SyncHandle {
+    /// Makes every write completed before this call durable (fsync of the WAL).
+    pub fn sync(&self) -> Result<(), IndexError> {
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))
+    }
+}
+
+impl std::fmt::Debug for SyncHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncHandle")
+            .field("dir", &self.dir)
+            .finish()
+    }
 }
 
 /// Occupancy of one block family: how many fingerprints share a 16-bit block value.
@@ -163,7 +187,7 @@ impl RocksIndex {
         let mut write_opts = WriteOptions::default();
         write_opts.set_sync(config.sync_writes);
         let mut index = RocksIndex {
-            db,
+            db: Arc::new(db),
             dir: dir.to_owned(),
             counts: IndexCounts::default(),
             write_opts,
@@ -251,6 +275,16 @@ impl RocksIndex {
     /// Makes every write so far durable (fsync of the WAL). Called before committing offsets.
     pub fn sync(&self) -> Result<(), IndexError> {
         self.db.flush_wal(true).map_err(rocks_err(&self.dir))
+    }
+
+    /// A handle that makes the writes done so far durable from any thread (RocksDB's `FlushWAL`
+    /// is thread-safe), so the thread committing offsets can wait for the fsync while the single
+    /// writer goes on deciding.
+    pub fn sync_handle(&self) -> SyncHandle {
+        SyncHandle {
+            db: self.db.clone(),
+            dir: self.dir.clone(),
+        }
     }
 
     pub fn dir(&self) -> &Path {

@@ -11,8 +11,10 @@
 //!   flight can never both be unique. Results are put back in submission order first, and the
 //!   consumer submits in consumption order, so decisions follow each partition's order.
 //! * The decision thread hands every outcome to an [`OutputSink`] (Kafka producer in the service,
-//!   a vector in tests). It also serves `sync` requests (fsync of the index WAL) from the
-//!   committer, so an offset is only committed once its index write is durable.
+//!   a vector in tests). The committer makes the index WAL durable before it commits an offset:
+//!   with the store's [`SyncHandle`] it does the fsync itself, on its own thread, while the
+//!   decision thread goes on deciding (an fsync takes 2-10 ms); a store without one has its
+//!   `sync` requests served by the decision thread between two decisions.
 //!
 //! An index error is fatal: the decision thread stops deciding (later records are dropped and
 //! never acknowledged, so their offsets are never committed), records the failure and keeps
@@ -23,7 +25,7 @@ use crate::article::{InvalidArticle, InvalidReason};
 use crate::dedup::{self, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
-use crate::index::{ArticleStore, IndexCounts, RocksIndex};
+use crate::index::{ArticleStore, IndexCounts, RocksIndex, SyncHandle};
 use crate::metrics as m;
 use crate::pipeline::{self, Outcome, Prepared};
 use crossbeam_channel::{bounded, never, select, unbounded, Receiver, Sender};
@@ -39,6 +41,10 @@ use std::time::{Duration, Instant};
 pub trait DurableStore: ArticleStore + Send + 'static {
     /// Makes every write so far durable.
     fn sync(&self) -> Result<(), IndexError>;
+    /// A handle that does `sync` from another thread, if the store has one.
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        None
+    }
     /// Size on disk, for the metrics.
     fn disk_bytes(&self) -> u64 {
         0
@@ -48,6 +54,10 @@ pub trait DurableStore: ArticleStore + Send + 'static {
 impl DurableStore for RocksIndex {
     fn sync(&self) -> Result<(), IndexError> {
         RocksIndex::sync(self)
+    }
+
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        Some(RocksIndex::sync_handle(self))
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -62,6 +72,10 @@ pub trait DecisionStage: Send + 'static {
     fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError>;
     /// Makes every decision so far durable.
     fn sync(&self) -> Result<(), IndexError>;
+    /// A handle that does `sync` from another thread (the committer's), if there is one.
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        None
+    }
     fn counts(&self) -> IndexCounts;
     fn disk_bytes(&self) -> u64 {
         0
@@ -75,6 +89,10 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
 
     fn sync(&self) -> Result<(), IndexError> {
         self.store().sync()
+    }
+
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        self.store().sync_handle()
     }
 
     fn counts(&self) -> IndexCounts {
@@ -147,11 +165,29 @@ pub struct EngineHandle {
     control: Sender<Control>,
     failure: Arc<Mutex<Option<String>>>,
     abandon: Arc<AtomicBool>,
+    /// The store's own sync, done on the caller's thread (see the module docs).
+    sync_handle: Option<SyncHandle>,
+    /// Set when a sync failed: the decision thread stops deciding.
+    sync_failed: Arc<AtomicBool>,
+    sync_secs: metrics::Histogram,
 }
 
 impl EngineHandle {
-    /// Asks the decision thread to make every index write so far durable, and waits.
+    /// Makes every index write so far durable, and waits: on this thread when the store has a
+    /// sync handle (`timeout` does not apply: an fsync cannot be interrupted), else by asking the
+    /// decision thread (waiting at most `timeout`). A failed sync stops the decision stage.
     pub fn sync(&self, timeout: Duration) -> Result<(), EngineError> {
+        if let Some(handle) = &self.sync_handle {
+            let start = Instant::now();
+            let result = handle.sync();
+            self.sync_secs.record(start.elapsed().as_secs_f64());
+            return result.map_err(|e| {
+                self.sync_failed.store(true, Ordering::SeqCst);
+                let msg = format!("cannot sync the index: {e}; stopped deciding");
+                tracing::error!("{msg}");
+                EngineError::Failed(self.failure.lock().get_or_insert(msg).clone())
+            });
+        }
         let (tx, rx) = bounded(1);
         self.control
             .send(Control::Sync(tx))
@@ -207,6 +243,8 @@ impl Engine {
         let (ready_tx, ready_rx) = unbounded::<Ready>();
         let (control_tx, control_rx) = unbounded::<Control>();
         let failure = Arc::new(Mutex::new(None));
+        let sync_handle = decider.sync_handle();
+        let sync_failed = Arc::new(AtomicBool::new(false));
         let workers = (0..threads.max(1))
             .map(|i| {
                 let rx = jobs_rx.clone();
@@ -223,9 +261,13 @@ impl Engine {
         let decider = {
             let failure = failure.clone();
             let abandon = abandon.clone();
+            let stop = DecideStop {
+                abandon,
+                sync_failed: sync_failed.clone(),
+            };
             std::thread::Builder::new()
                 .name("decide".into())
-                .spawn(move || decide_loop(decider, sink, ready_rx, control_rx, &failure, &abandon))
+                .spawn(move || decide_loop(decider, sink, ready_rx, control_rx, &failure, &stop))
                 .expect("cannot spawn the decision thread")
         };
         Engine {
@@ -234,6 +276,9 @@ impl Engine {
                 control: control_tx,
                 failure,
                 abandon,
+                sync_handle,
+                sync_failed,
+                sync_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync"),
             },
             next_seq: 0,
             workers,
@@ -325,13 +370,21 @@ impl DecideMetrics {
     }
 }
 
+/// Why the decision thread would stop deciding, set from other threads.
+struct DecideStop {
+    /// Shutdown timed out: drop what is left.
+    abandon: Arc<AtomicBool>,
+    /// A sync on the committer's thread failed.
+    sync_failed: Arc<AtomicBool>,
+}
+
 fn decide_loop<D: DecisionStage, K: OutputSink>(
     mut decider: D,
     mut sink: K,
     ready_rx: Receiver<Ready>,
     mut control_rx: Receiver<Control>,
     failure: &Mutex<Option<String>>,
-    abandon: &AtomicBool,
+    stop: &DecideStop,
 ) {
     let metrics = DecideMetrics::new();
     let counts = decider.counts();
@@ -349,7 +402,8 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
                     pending.insert(item.seq, item);
                     while let Some(item) = pending.remove(&next) {
                         next += 1;
-                        if failed || abandon.load(Ordering::Relaxed) {
+                        failed |= stop.sync_failed.load(Ordering::Relaxed);
+                        if failed || stop.abandon.load(Ordering::Relaxed) {
                             continue;
                         }
                         if let Err(e) = decide_one(&mut decider, &mut sink, item, &metrics) {
@@ -364,6 +418,10 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
                             tracing::error!("{msg}");
                             *failure.lock() = Some(msg);
                         }
+                    }
+                    if last_disk.elapsed() >= Duration::from_secs(10) {
+                        last_disk = Instant::now();
+                        metrics.index_disk.set(decider.disk_bytes() as f64);
                     }
                 }
                 Err(_) => break,
