@@ -185,6 +185,10 @@ fn main() {
         return;
     }
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("cut") {
+        let rounds = std::env::var("NEWSDEDUP_BENCH_ROUNDS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(rounds);
         measure("raw jieba cut (hmm)", &texts, rounds, |t, c| {
             black_box(jieba.cut(t, true));
             black_box(jieba.cut(c, true));

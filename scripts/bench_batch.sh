@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end `newsdedup batch` throughput on the shared corpus (all four files, 28k articles),
-# fresh index, all cores. Prints the batch summary line (articles/s, MB/s).
+# fresh index, all cores. Prints the batch summary line (articles/s, MB/s), then raw jieba-rs cut
+# on one core over the same articles right after (the goal's yardstick: this VM's speed drifts, so
+# the two are measured back to back each round).
 #
 #   bash scripts/bench_batch.sh [--repeat N]
 #
@@ -23,4 +25,5 @@ echo "input: $(wc -l < "$work/in.jsonl") articles, $(du -h "$work/in.jsonl" | cu
 for i in $(seq "$repeat"); do
   rm -rf "$work/index"
   "$bin" batch --quiet --input "$work/in.jsonl" --output /dev/null --index-dir "$work/index" 2>&1 | grep 'batch: done'
+  NEWSDEDUP_BENCH_ONLY=cut NEWSDEDUP_BENCH_ROUNDS=1 cargo bench --quiet --bench throughput 2>/dev/null | grep 'raw jieba'
 done
