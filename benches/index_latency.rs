@@ -4,6 +4,9 @@
 //!   cargo bench --bench index_latency                       # 1M
 //!   NEWSDEDUP_BENCH_SIZES=1000000,10000000 cargo bench --bench index_latency
 //!
+//! NEWSDEDUP_BENCH_DIR: where the index directories go (default: the temp dir);
+//! NEWSDEDUP_BENCH_CACHE_MIB: `[index] block_cache_mib` (default 256).
+//!
 //! Fingerprints and sketches are random (the occupancy real ones reach; see `index stats` on real
 //! data); every article stores its 4 simhash blocks and 8 sketch bands, as with the defaults.
 //! Every 100th query is a planted near-duplicate so the duplicate path is measured too.
@@ -53,10 +56,17 @@ fn main() {
     let base = std::env::var("NEWSDEDUP_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
+    let config = IndexConfig {
+        block_cache_mib: std::env::var("NEWSDEDUP_BENCH_CACHE_MIB")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(IndexConfig::default().block_cache_mib),
+        ..IndexConfig::default()
+    };
     for n in sizes {
         let dir = tempfile::tempdir_in(&base).unwrap();
         let mut rng = SmallRng::seed_from_u64(n);
-        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
         let start = Instant::now();
         let mut last_print = Instant::now();
         // Bulk load through the same atomic insert the service uses.
@@ -84,6 +94,10 @@ fn main() {
         let mut deduper = Deduper::new(index, 3);
         let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
         let mut lookup_hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        // The lookup's parts: replay check (articles point get), block scans, band seeks.
+        let mut get_hist = lookup_hist.clone();
+        let mut blocks_hist = lookup_hist.clone();
+        let mut bands_hist = lookup_hist.clone();
         let mut scratch = Vec::new();
         let mut dups = 0;
         let queries = 20_000u64;
@@ -98,16 +112,27 @@ fn main() {
             };
             let id = format!("query:{i}");
             let sketch = random_sketch(&mut rng);
-            // The read half alone (candidate scan of the four block families).
+            // The read half alone: replay check, block scans, band seeks.
             let t = Instant::now();
+            assert!(deduper.store().get(&id).unwrap().is_none());
+            let t_blocks = Instant::now();
             scratch.clear();
             deduper.store().candidates(fp, 3, &mut scratch).unwrap();
+            let t_bands = Instant::now();
             let mut banded = Vec::new();
             deduper
                 .store()
                 .sketch_candidates(&sketch, &mut banded)
                 .unwrap();
-            lookup_hist.record(t.elapsed().as_nanos() as u64).unwrap();
+            let end = Instant::now();
+            get_hist.record((t_blocks - t).as_nanos() as u64).unwrap();
+            blocks_hist
+                .record((t_bands - t_blocks).as_nanos() as u64)
+                .unwrap();
+            bands_hist
+                .record((end - t_bands).as_nanos() as u64)
+                .unwrap();
+            lookup_hist.record((end - t).as_nanos() as u64).unwrap();
             let t = Instant::now();
             let d = deduper
                 .decide(
@@ -127,7 +152,7 @@ fn main() {
         let index = deduper.into_store();
         // Let compactions settle before measuring disk use.
         drop(index);
-        let index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
         let disk = index.disk_bytes();
         let articles = index.counts().articles;
         println!(
@@ -141,6 +166,17 @@ fn main() {
             hist.max() as f64 / 1000.0,
             dups,
             disk as f64 / articles as f64
+        );
+        let us = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        println!(
+            "{n:>9} lookup parts (cold), p50 / p99: replay get {:.1} / {:.1} us; 4 block scans {:.1} / {:.1} us; 8 band seeks {:.1} / {:.1} us (block cache {} MiB)",
+            us(&get_hist, 0.5),
+            us(&get_hist, 0.99),
+            us(&blocks_hist, 0.5),
+            us(&blocks_hist, 0.99),
+            us(&bands_hist, 0.5),
+            us(&bands_hist, 0.99),
+            config.block_cache_mib
         );
     }
 }

@@ -40,6 +40,18 @@ pub enum IndexError {
         stored: String,
         current: String,
     },
+    #[error(
+        "index directory {dir} has on-disk layout {stored}, this newsdedup reads {current}.\n\
+         The index must be rebuilt (there is no in-place upgrade): stop every process using it, \
+         delete (or move away) {dir}, then re-run `newsdedup batch` over the source data (or \
+         replay the input topic from the beginning with a new consumer group). The old directory \
+         is left as it was, so the previous newsdedup version can still open it."
+    )]
+    FormatMismatch {
+        dir: PathBuf,
+        stored: String,
+        current: String,
+    },
     #[error("index at {dir} is corrupt: {message}")]
     Corrupt { dir: PathBuf, message: String },
     #[error("RocksDB error on {dir}: {source}")]

@@ -297,17 +297,31 @@ fn run(cli: Cli) -> Result<()> {
                         let largest: Vec<String> =
                             f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
                         println!(
-                            "{}: {} entries ({} simhash blocks, {} sketch bands) in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
+                            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
                             f.family,
                             f.entries,
-                            f.entries - f.band_entries,
-                            f.band_entries,
                             f.buckets_used,
                             f.mean_bucket,
                             f.max_bucket,
                             largest.join(" ")
                         );
                     }
+                    let b = &stats.bands;
+                    let largest: Vec<String> =
+                        b.largest.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+                    println!(
+                        "{}: {} sketch band entries in {} buckets, mean {:.2}, max {}; {} shared by 2+ articles, {} crowded (> {} articles, ignored: {} entries); largest {}",
+                        b.family,
+                        b.entries,
+                        b.buckets_used,
+                        b.mean_bucket,
+                        b.max_bucket,
+                        b.shared_buckets,
+                        b.crowded_buckets,
+                        newsdedup::index::rocks::MAX_BAND_BUCKET,
+                        b.crowded_entries,
+                        largest.join(" ")
+                    );
                 }
                 Ok(())
             }

@@ -237,3 +237,64 @@ fn concurrent_near_duplicates_never_both_unique() {
     assert!(uniques.iter().all(|&u| u <= 1), "{uniques:?}");
     assert!(uniques.iter().filter(|&&u| u == 1).count() > 30);
 }
+
+#[test]
+fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
+    use newsdedup::index::layout::{FORMAT_VERSION, META, META_FORMAT, META_IDENTITY};
+    use rocksdb::{Options, DB};
+    let fp = fingerprinter();
+    let expect_refusal = |dir: &std::path::Path| {
+        for result in [
+            RocksIndex::open(dir, fp.identity(), &IndexConfig::default()),
+            RocksIndex::open_raw(dir, &IndexConfig::default()),
+        ] {
+            match result {
+                Err(e @ IndexError::FormatMismatch { .. }) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains("newsdedup-index/1"), "{msg}");
+                    assert!(msg.contains(FORMAT_VERSION), "{msg}");
+                    assert!(msg.contains("rebuilt"), "{msg}");
+                    assert!(msg.contains(&dir.display().to_string()), "{msg}");
+                }
+                other => panic!("expected FormatMismatch, got {:?}", other.err()),
+            }
+        }
+    };
+
+    // A current index whose meta records the previous layout version.
+    let dir = tempfile::tempdir().unwrap();
+    drop(RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap());
+    {
+        let families = DB::list_cf(&Options::default(), dir.path()).unwrap();
+        let db = DB::open_cf(&Options::default(), dir.path(), &families).unwrap();
+        db.put_cf(
+            db.cf_handle(META).unwrap(),
+            META_FORMAT,
+            b"newsdedup-index/1",
+        )
+        .unwrap();
+    }
+    expect_refusal(dir.path());
+
+    // A directory as the previous version wrote it: no `bands` family.
+    let old = tempfile::tempdir().unwrap();
+    let old_families = ["block0", "block1", "block2", "block3", "articles", "meta"];
+    {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = DB::open_cf(&opts, old.path(), old_families).unwrap();
+        let meta = db.cf_handle(META).unwrap();
+        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
+            .unwrap();
+        db.put_cf(meta, META_FORMAT, b"newsdedup-index/1").unwrap();
+    }
+    expect_refusal(old.path());
+    // Refusing did not add the new family: the previous version can still open the directory.
+    let mut families = DB::list_cf(&Options::default(), old.path()).unwrap();
+    families.sort();
+    let mut expected: Vec<String> = old_families.iter().map(|s| s.to_string()).collect();
+    expected.push("default".into());
+    expected.sort();
+    assert_eq!(families, expected);
+}

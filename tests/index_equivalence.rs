@@ -1,13 +1,16 @@
 //! The block index never misses a fingerprint within distance 3: candidates from RocksDB are
-//! compared with a brute-force scan over 120k random fingerprints with planted neighbours.
+//! compared with a brute-force scan over 120k random fingerprints with planted neighbours. The
+//! sketch-band index returns exactly the articles sharing a band, minus crowded bands.
 
 use newsdedup::config::IndexConfig;
 use newsdedup::fingerprint::FingerprintIdentity;
+use newsdedup::index::rocks::MAX_BAND_BUCKET;
 use newsdedup::index::{ArticleStore, Candidate, RocksIndex, StoredArticle, StoredDecision};
 use newsdedup::simhash::Fingerprint;
+use newsdedup::sketch::{Sketch, BINS};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub fn test_identity() -> FingerprintIdentity {
     let cfg = newsdedup::config::FingerprintConfig::default();
@@ -165,4 +168,152 @@ fn ties_go_to_the_earliest_seen() {
         newsdedup::dedup::best_candidate(&cands).unwrap().id,
         "early"
     );
+}
+
+fn random_sketch(rng: &mut SmallRng) -> Sketch {
+    let mut bins = [0u32; BINS];
+    for b in bins.iter_mut() {
+        *b = rng.gen_range(0..u32::MAX);
+    }
+    Sketch {
+        bins,
+        shingles: 1000,
+    }
+}
+
+/// `sketch` with the two bins of `band` taken from `from`: the two share that band.
+fn share_band(mut sketch: Sketch, from: &Sketch, band: usize) -> Sketch {
+    sketch.bins[band * 2..band * 2 + 2].copy_from_slice(&from.bins[band * 2..band * 2 + 2]);
+    sketch
+}
+
+#[test]
+fn band_index_equals_brute_force_and_ignores_crowded_bands() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index =
+        RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
+    let mut rng = SmallRng::seed_from_u64(0xba4d);
+    let query = random_sketch(&mut rng);
+    let mut sketches: Vec<Sketch> = Vec::new();
+    // Band 0 of the query shared by exactly MAX_BAND_BUCKET articles (searched), band 1 by one
+    // more (crowded: ignored), bands 3 and 5 both by one article (returned once), the rest random.
+    for _ in 0..MAX_BAND_BUCKET {
+        sketches.push(share_band(random_sketch(&mut rng), &query, 0));
+    }
+    for _ in 0..=MAX_BAND_BUCKET {
+        sketches.push(share_band(random_sketch(&mut rng), &query, 1));
+    }
+    let both = share_band(random_sketch(&mut rng), &query, 3);
+    sketches.push(share_band(both, &query, 5));
+    while sketches.len() < 3000 {
+        sketches.push(random_sketch(&mut rng));
+    }
+    // Same fingerprint for all: the simhash path must not see band entries.
+    for (seq, sketch) in sketches.iter().enumerate() {
+        let rec = StoredArticle {
+            seq: seq as u64,
+            fingerprint: Fingerprint(0x0123_4567_89ab_cdef),
+            url: None,
+            title: None,
+            first_seen_ms: 0,
+            decision: StoredDecision::Unique,
+            matched: None,
+            sketch: Some(*sketch),
+        };
+        index.insert(&format!("a{seq}"), &rec, true).unwrap();
+    }
+    // A duplicate's bands are not searchable.
+    let dup = StoredArticle {
+        seq: sketches.len() as u64,
+        fingerprint: Fingerprint(!0x0123_4567_89ab_cdef),
+        url: None,
+        title: None,
+        first_seen_ms: 0,
+        decision: StoredDecision::Duplicate,
+        matched: None,
+        sketch: Some(query),
+    };
+    index.insert("dup", &dup, false).unwrap();
+
+    // Brute force: articles sharing a (band, key) with the query, over buckets of <= 32.
+    let mut buckets: BTreeMap<(usize, u64), Vec<u64>> = BTreeMap::new();
+    for (seq, sketch) in sketches.iter().enumerate() {
+        for band in sketch.bands() {
+            buckets.entry(band).or_default().push(seq as u64);
+        }
+    }
+    let expected: BTreeSet<u64> = query
+        .bands()
+        .filter_map(|band| buckets.get(&band))
+        .filter(|seqs| seqs.len() <= MAX_BAND_BUCKET)
+        .flatten()
+        .copied()
+        .collect();
+    assert_eq!(expected.len(), MAX_BAND_BUCKET + 1);
+    let mut got = Vec::new();
+    index.sketch_candidates(&query, &mut got).unwrap();
+    let got_seqs: BTreeSet<u64> = got.iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(
+        got_seqs.len(),
+        got.len(),
+        "a band candidate was returned twice"
+    );
+    assert_eq!(got_seqs, expected);
+    for (seq, id) in &got {
+        assert_eq!(id, &format!("a{seq}"));
+    }
+    // Every stored sketch finds itself (its own bands are not crowded, except band 1 of the
+    // crowded group, whose other bands are random).
+    for (seq, sketch) in sketches.iter().enumerate().step_by(97) {
+        got.clear();
+        index.sketch_candidates(sketch, &mut got).unwrap();
+        assert!(got.iter().any(|(s, _)| *s == seq as u64), "article {seq}");
+    }
+    // The simhash path sees each article once and no band entry.
+    let mut cands = Vec::new();
+    index
+        .candidates(Fingerprint(0x0123_4567_89ab_cdef), 3, &mut cands)
+        .unwrap();
+    assert_eq!(cands.len(), sketches.len());
+
+    let stats = index.stats(5).unwrap();
+    let band_entries: usize = sketches.iter().map(|s| s.bands().count()).sum();
+    assert_eq!(stats.families.len(), 4);
+    for f in &stats.families {
+        assert_eq!(f.entries, sketches.len() as u64);
+        assert_eq!(f.band_entries, 0);
+    }
+    assert_eq!(stats.bands.family, "bands");
+    assert_eq!(stats.bands.entries, band_entries as u64);
+    assert_eq!(stats.bands.buckets_used, buckets.len() as u64);
+    assert_eq!(stats.bands.max_bucket, MAX_BAND_BUCKET as u32 + 1);
+    assert_eq!(stats.bands.crowded_buckets, 1);
+    assert_eq!(stats.bands.crowded_entries, MAX_BAND_BUCKET as u64 + 1);
+    assert_eq!(
+        stats.bands.shared_buckets,
+        buckets.values().filter(|v| v.len() >= 2).count() as u64
+    );
+    assert_eq!(stats.bands.largest[0].1, MAX_BAND_BUCKET as u32 + 1);
+    assert!(stats.bands.largest[0].0.starts_with("1:"));
+
+    // Again from SST files (reopening flushes the recovered memtable): prefix blooms in play.
+    drop(index);
+    let index = RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
+    let mut again = Vec::new();
+    index.sketch_candidates(&query, &mut again).unwrap();
+    assert_eq!(
+        again.iter().map(|(seq, _)| *seq).collect::<BTreeSet<_>>(),
+        expected
+    );
+    assert!(std::fs::read_dir(dir.path()).unwrap().any(|e| e
+        .unwrap()
+        .path()
+        .extension()
+        .is_some_and(|x| x == "sst")));
+
+    let report = index.verify().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(report.band_entries, band_entries as u64);
+    assert_eq!(report.expected_band_entries, band_entries as u64);
+    assert_eq!(report.block_entries, 4 * sketches.len() as u64);
 }

@@ -8,8 +8,15 @@
 //! keys, and an insert is 4 blind puts (no read-modify-write, unlike a list-per-block value).
 //! Sorting by fingerprint then sequence keeps the scan output deterministic.
 //!
-//! The same families also hold the content-sketch LSH bands of unique articles (see
-//! `SKETCH_ENTRY`), the candidate path of the second check.
+//! `bands`: the content-sketch LSH bands of unique articles (the candidate path of the second
+//! check), one entry per (article, band):
+//!   key   = band number (1 byte) || band key (8, BE) || sequence number (8, BE)
+//!   value = article id (UTF-8)
+//! With a fixed 9-byte prefix extractor (band number || band key) and a prefix bloom filter (SST
+//! files and memtable), a band lookup is one seek to the 9-byte prefix; a band no indexed article
+//! shares — nearly every one — is answered by the bloom filters without reading a data block.
+//! Keeping them out of the block families keeps the simhash prefix scans short (before format 2
+//! the bands shared those families and their 2-byte buckets).
 //!
 //! `articles`: key = article id, value = format byte || sketch (binary) || JSON `StoredArticle`
 //! (see `ARTICLE_VALUE_FORMAT`).
@@ -18,6 +25,7 @@
 use crate::simhash::{Fingerprint, BLOCKS};
 
 pub const BLOCK_FAMILIES: [&str; BLOCKS] = ["block0", "block1", "block2", "block3"];
+pub const BANDS_FAMILY: &str = "bands";
 pub const ARTICLES: &str = "articles";
 pub const META: &str = "meta";
 
@@ -25,8 +33,10 @@ pub const META_IDENTITY: &[u8] = b"fingerprint_identity";
 pub const META_COUNTS: &[u8] = b"counts";
 pub const META_FORMAT: &[u8] = b"format";
 
-/// Version of this layout, stored under `META_FORMAT`.
-pub const FORMAT_VERSION: &str = "newsdedup-index/1";
+/// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
+/// (`IndexError::FormatMismatch`): it must be rebuilt. 2: sketch bands in their own `bands`
+/// family (1: in the block families, flagged by the top bit of the sequence number).
+pub const FORMAT_VERSION: &str = "newsdedup-index/2";
 /// First byte of an `articles` value. Format 2: then one byte (1 if a sketch follows), the
 /// 132-byte binary sketch if so, then the JSON record without its sketch. Format 1 (JSON with the
 /// sketch in hex) is still read.
@@ -35,11 +45,11 @@ pub const ARTICLE_VALUE_FORMAT_JSON: u8 = 1;
 
 pub const BLOCK_KEY_LEN: usize = 18;
 
-/// Sequence numbers of content-sketch band entries carry this bit, so a simhash scan and a band
-/// scan of the same bucket never confuse each other's entries. Band b lives in family b % 4,
-/// keyed by the top 16 bits of its 64-bit band key; the 8-byte "fingerprint" slot holds the whole
-/// band key, which a match must equal exactly.
-pub const SKETCH_ENTRY: u64 = 1 << 63;
+pub const BAND_KEY_LEN: usize = 17;
+// The band number is one byte of the key.
+const _: () = assert!(crate::sketch::BANDS <= 256);
+/// Length of the `bands` prefix extractor: band number || band key.
+pub const BAND_PREFIX_LEN: usize = 9;
 
 pub fn block_key(block: u16, fp: Fingerprint, seq: u64) -> [u8; BLOCK_KEY_LEN] {
     let mut k = [0u8; BLOCK_KEY_LEN];
@@ -60,6 +70,25 @@ pub fn parse_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
     Some((block, Fingerprint(fp), seq))
 }
 
+/// The `bands` key of band `band` (0..8) with 64-bit key `key` of the article with sequence `seq`.
+pub fn band_key(band: u8, key: u64, seq: u64) -> [u8; BAND_KEY_LEN] {
+    let mut k = [0u8; BAND_KEY_LEN];
+    k[0] = band;
+    k[1..9].copy_from_slice(&key.to_be_bytes());
+    k[9..17].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// (band, band key, seq) of a `bands` key, or None if it is not one.
+pub fn parse_band_key(key: &[u8]) -> Option<(u8, u64, u64)> {
+    if key.len() != BAND_KEY_LEN {
+        return None;
+    }
+    let band_key = u64::from_be_bytes(key[1..9].try_into().ok()?);
+    let seq = u64::from_be_bytes(key[9..17].try_into().ok()?);
+    Some((key[0], band_key, seq))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +103,18 @@ mod tests {
         assert!(block_key(1, Fingerprint(5), 9) < block_key(1, Fingerprint(6), 0));
         assert!(block_key(1, Fingerprint(u64::MAX), 9) < block_key(2, Fingerprint(0), 0));
         assert_eq!(parse_block_key(b"short"), None);
+    }
+
+    #[test]
+    fn band_key_round_trip_and_order() {
+        let k = band_key(7, 0x1122334455667788, 42);
+        assert_eq!(parse_band_key(&k), Some((7, 0x1122334455667788, 42)));
+        assert_eq!(
+            &k[..BAND_PREFIX_LEN],
+            &band_key(7, 0x1122334455667788, 0)[..9]
+        );
+        assert!(band_key(1, 5, 9) < band_key(1, 6, 0));
+        assert!(band_key(1, u64::MAX, 9) < band_key(2, 0, 0));
+        assert_eq!(parse_band_key(&k[..16]), None);
     }
 }

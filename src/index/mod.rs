@@ -106,7 +106,7 @@ pub trait ArticleStore {
         Ok(())
     }
     /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the
-    /// four block families so later articles can match it.
+    /// four block families and its sketch's bands to the band index so later articles can match it.
     fn insert(
         &mut self,
         id: &str,

@@ -1,8 +1,11 @@
-//! RocksDB implementation of the index: four block column families + articles + meta, one
-//! directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
+//! RocksDB implementation of the index: four block column families + sketch bands + articles +
+//! meta, one directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
 //! families in agreement: RocksDB replays whole batches from the WAL or none of them).
 
-use super::layout::{self, block_key, parse_block_key, ARTICLES, BLOCK_FAMILIES, META};
+use super::layout::{
+    self, band_key, block_key, parse_band_key, parse_block_key, ARTICLES, BANDS_FAMILY,
+    BAND_KEY_LEN, BAND_PREFIX_LEN, BLOCK_FAMILIES, META,
+};
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
 use crate::config::IndexConfig;
 use crate::error::IndexError;
@@ -54,14 +57,35 @@ impl std::fmt::Debug for SyncHandle {
 #[derive(Debug, Clone, Serialize)]
 pub struct FamilyStats {
     pub family: String,
-    /// All entries: simhash blocks plus content-sketch bands.
+    /// Simhash block entries (one per unique article).
     pub entries: u64,
-    /// Of which content-sketch band entries.
+    /// Always 0 since index format 2 (the sketch bands moved to the `bands` family, see
+    /// `IndexStats::bands`); kept so readers of the format-1 output keep working.
     pub band_entries: u64,
     pub buckets_used: u32,
     pub mean_bucket: f64,
     pub max_bucket: u32,
     /// The largest buckets: (block value as 4 hex digits, entries).
+    pub largest: Vec<(String, u32)>,
+}
+
+/// Occupancy of the `bands` family: how many unique articles share each (band, band key) bucket.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BandStats {
+    pub family: String,
+    /// Band entries (up to 8 per unique article with a sketch).
+    pub entries: u64,
+    /// Distinct (band, band key) buckets.
+    pub buckets_used: u64,
+    pub mean_bucket: f64,
+    pub max_bucket: u32,
+    /// Buckets shared by two or more articles (the candidate path's hits).
+    pub shared_buckets: u64,
+    /// Buckets shared by more than `MAX_BAND_BUCKET` articles: boilerplate, ignored by lookups.
+    pub crowded_buckets: u64,
+    /// Entries in crowded buckets.
+    pub crowded_entries: u64,
+    /// The largest buckets (2+ articles): ("band:band key as 16 hex digits", entries).
     pub largest: Vec<(String, u32)>,
 }
 
@@ -74,7 +98,10 @@ pub struct IndexStats {
     pub disk_bytes: u64,
     pub bytes_per_article: f64,
     pub identity_digest: String,
+    /// The four block families.
     pub families: Vec<FamilyStats>,
+    /// The sketch band family.
+    pub bands: BandStats,
 }
 
 /// Outcome of a consistency check.
@@ -82,9 +109,14 @@ pub struct IndexStats {
 pub struct VerifyReport {
     pub articles: u64,
     pub unique: u64,
+    /// Entries in the four block families.
     pub block_entries: u64,
-    /// Block entries the unique articles should have (4 simhash blocks + their sketch bands).
+    /// Block entries the unique articles should have (4 each).
     pub expected_entries: u64,
+    /// Entries in the `bands` family.
+    pub band_entries: u64,
+    /// Band entries the unique articles should have (their sketch's bands).
+    pub expected_band_entries: u64,
     pub problems: Vec<String>,
 }
 
@@ -133,11 +165,13 @@ impl RocksIndex {
     }
 
     /// Opens without checking the fingerprint identity (for `index stats` / `index verify`).
+    /// Fails with `FormatMismatch` if the index was written in another layout version.
     pub fn open_raw(dir: &Path, config: &IndexConfig) -> Result<RocksIndex, IndexError> {
         std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
             dir: dir.to_owned(),
             source,
         })?;
+        Self::refuse_older_layout(dir)?;
         let cache = Cache::new_lru_cache(config.block_cache_mib.max(8) << 20);
 
         let mut db_opts = Options::default();
@@ -147,7 +181,7 @@ impl RocksIndex {
         db_opts.set_max_background_jobs(2);
         db_opts.set_keep_log_file_num(4);
 
-        let mut families = Vec::with_capacity(BLOCKS + 2);
+        let mut families = Vec::with_capacity(BLOCKS + 3);
         for name in BLOCK_FAMILIES {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
@@ -161,6 +195,21 @@ impl RocksIndex {
             opts.set_compression_type(DBCompressionType::None);
             opts.set_block_based_table_factory(&table);
             families.push(ColumnFamilyDescriptor::new(name, opts));
+        }
+        {
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            // Band lookups are exact 9-byte prefixes, nearly all of which no other article shares:
+            // the prefix bloom (SST files and memtable) answers those without reading data.
+            table.set_bloom_filter(10.0, false);
+            table.set_whole_key_filtering(false);
+            let mut opts = Options::default();
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_PREFIX_LEN));
+            opts.set_memtable_prefix_bloom_ratio(0.1);
+            // Band keys are hashes: incompressible.
+            opts.set_compression_type(DBCompressionType::None);
+            opts.set_block_based_table_factory(&table);
+            families.push(ColumnFamilyDescriptor::new(BANDS_FAMILY, opts));
         }
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&cache);
@@ -192,8 +241,48 @@ impl RocksIndex {
             counts: IndexCounts::default(),
             write_opts,
         };
+        match index
+            .db
+            .get_cf(index.cf(META)?, layout::META_FORMAT)
+            .map_err(rocks_err(dir))?
+        {
+            Some(stored) if stored != layout::FORMAT_VERSION.as_bytes() => {
+                return Err(IndexError::FormatMismatch {
+                    dir: dir.to_owned(),
+                    stored: String::from_utf8_lossy(&stored).into_owned(),
+                    current: layout::FORMAT_VERSION.to_owned(),
+                });
+            }
+            _ => {}
+        }
         index.counts = index.read_counts()?;
         Ok(index)
+    }
+
+    /// An existing index without the `bands` family predates format 2. Detected before the normal
+    /// open, which would add the missing family and leave a directory the previous version can no
+    /// longer open; the stored format is read from a read-only open for the error message.
+    fn refuse_older_layout(dir: &Path) -> Result<(), IndexError> {
+        let Ok(existing) = DB::list_cf(&Options::default(), dir) else {
+            return Ok(()); // no database yet
+        };
+        if existing.iter().any(|f| f == BANDS_FAMILY) || !existing.iter().any(|f| f == META) {
+            return Ok(());
+        }
+        let db = DB::open_cf_for_read_only(&Options::default(), dir, &existing, false)
+            .map_err(rocks_err(dir))?;
+        let stored = match db.cf_handle(META) {
+            Some(meta) => db
+                .get_cf(meta, layout::META_FORMAT)
+                .map_err(rocks_err(dir))?
+                .map(|v| String::from_utf8_lossy(&v).into_owned()),
+            None => None,
+        };
+        Err(IndexError::FormatMismatch {
+            dir: dir.to_owned(),
+            stored: stored.unwrap_or_else(|| "(none recorded)".to_owned()),
+            current: layout::FORMAT_VERSION.to_owned(),
+        })
     }
 
     fn cf(&self, name: &str) -> Result<&ColumnFamily, IndexError> {
@@ -305,13 +394,9 @@ impl RocksIndex {
             let mut entries = 0u64;
             let mut it = self.db.raw_iterator_cf(cf);
             it.seek_to_first();
-            let mut band_entries = 0u64;
             while let Some(key) = it.key() {
                 if key.len() >= 2 {
                     buckets[u16::from_be_bytes([key[0], key[1]]) as usize] += 1;
-                }
-                if parse_block_key(key).is_some_and(|(_, _, seq)| seq & layout::SKETCH_ENTRY != 0) {
-                    band_entries += 1;
                 }
                 entries += 1;
                 it.next();
@@ -329,7 +414,7 @@ impl RocksIndex {
             families.push(FamilyStats {
                 family: name.to_owned(),
                 entries,
-                band_entries,
+                band_entries: 0,
                 buckets_used: used,
                 mean_bucket: if used > 0 {
                     entries as f64 / used as f64
@@ -343,6 +428,7 @@ impl RocksIndex {
                     .collect(),
             });
         }
+        let bands = self.band_stats(top)?;
         let disk_bytes = self.disk_bytes();
         let identity_digest = self
             .stored_identity()?
@@ -361,15 +447,72 @@ impl RocksIndex {
             },
             identity_digest,
             families,
+            bands,
         })
     }
 
-    /// Checks that the families agree: every searchable article has its four block entries, every
-    /// block entry points at an article with that fingerprint and sequence number, and the
-    /// counters match. Reads everything; meant for tests and operators after a crash.
+    /// Bucket occupancy of the `bands` family (one pass; entries of a bucket are contiguous).
+    fn band_stats(&self, top: usize) -> Result<BandStats, IndexError> {
+        let mut stats = BandStats {
+            family: BANDS_FAMILY.to_owned(),
+            ..BandStats::default()
+        };
+        // (entries, band, band key) of the largest buckets so far, pruned now and then.
+        let mut largest: Vec<(u32, u8, u64)> = Vec::new();
+        let mut close = |stats: &mut BandStats, bucket: Option<(u8, u64)>, n: u32| {
+            let Some((band, key)) = bucket else { return };
+            stats.buckets_used += 1;
+            stats.max_bucket = stats.max_bucket.max(n);
+            if n >= 2 {
+                stats.shared_buckets += 1;
+                largest.push((n, band, key));
+                if largest.len() > 2 * top + 64 {
+                    largest.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+                    largest.truncate(top);
+                }
+            }
+            if n as usize > MAX_BAND_BUCKET {
+                stats.crowded_buckets += 1;
+                stats.crowded_entries += u64::from(n);
+            }
+        };
+        let mut it = self.db.raw_iterator_cf(self.cf(BANDS_FAMILY)?);
+        it.seek_to_first();
+        let mut bucket: Option<(u8, u64)> = None;
+        let mut n = 0u32;
+        while let Some(key) = it.key() {
+            stats.entries += 1;
+            let this = parse_band_key(key).map(|(band, k, _)| (band, k));
+            if this != bucket {
+                close(&mut stats, bucket, n);
+                bucket = this;
+                n = 0;
+            }
+            n += 1;
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        close(&mut stats, bucket, n);
+        largest.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        largest.truncate(top);
+        stats.largest = largest
+            .into_iter()
+            .map(|(n, band, key)| (format!("{band}:{key:016x}"), n))
+            .collect();
+        if stats.buckets_used > 0 {
+            stats.mean_bucket = stats.entries as f64 / stats.buckets_used as f64;
+        }
+        Ok(stats)
+    }
+
+    /// Checks that the families agree: every searchable article has its four block entries and its
+    /// sketch band entries, every block or band entry points at an article with that fingerprint
+    /// (or band) and sequence number, and the counters match. Reads everything; meant for tests
+    /// and operators after a crash.
     pub fn verify(&self) -> Result<VerifyReport, IndexError> {
         let mut report = VerifyReport::default();
         let articles = self.cf(ARTICLES)?;
+        let bands_cf = self.cf(BANDS_FAMILY)?;
         let mut it = self.db.raw_iterator_cf(articles);
         it.seek_to_first();
         while let (Some(key), Some(value)) = (it.key(), it.value()) {
@@ -391,29 +534,24 @@ impl RocksIndex {
                             .push(format!("{name}: entry of {id:?} is missing")),
                     }
                 }
+                report.expected_entries += BLOCKS as u64;
                 if let Some(sketch) = &art.sketch {
                     for (band, bkey) in sketch.bands() {
-                        let name = BLOCK_FAMILIES[band % BLOCKS];
-                        let k = block_key(
-                            (bkey >> 48) as u16,
-                            Fingerprint(bkey),
-                            art.seq | layout::SKETCH_ENTRY,
-                        );
-                        report.expected_entries += 1;
+                        report.expected_band_entries += 1;
+                        let k = band_key(band as u8, bkey, art.seq);
                         if self
                             .db
-                            .get_cf(self.cf(name)?, k)
+                            .get_cf(bands_cf, k)
                             .map_err(rocks_err(&self.dir))?
                             .as_deref()
                             != Some(key)
                         {
-                            report
-                                .problems
-                                .push(format!("{name}: sketch band {band} of {id:?} is missing"));
+                            report.problems.push(format!(
+                                "{BANDS_FAMILY}: sketch band {band} of {id:?} is missing"
+                            ));
                         }
                     }
                 }
-                report.expected_entries += BLOCKS as u64;
             }
             if art.seq >= self.counts.next_seq {
                 report.problems.push(format!(
@@ -433,12 +571,6 @@ impl RocksIndex {
                 let id = String::from_utf8_lossy(value).into_owned();
                 match (parse_block_key(key), self.get(&id)?) {
                     (Some((_, fp, seq)), Some(art)) if art.fingerprint == fp && art.seq == seq => {}
-                    (Some((_, band_key, seq)), Some(art))
-                        if seq & layout::SKETCH_ENTRY != 0
-                            && art.seq == seq & !layout::SKETCH_ENTRY
-                            && art
-                                .sketch
-                                .is_some_and(|s| s.bands().any(|(_, k)| k == band_key.0)) => {}
                     (None, _) => report.problems.push(format!("{name}: malformed key")),
                     (_, None) => report
                         .problems
@@ -451,6 +583,30 @@ impl RocksIndex {
             }
             it.status().map_err(rocks_err(&self.dir))?;
         }
+        let mut it = self.db.raw_iterator_cf(bands_cf);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            report.band_entries += 1;
+            let id = String::from_utf8_lossy(value).into_owned();
+            match (parse_band_key(key), self.get(&id)?) {
+                (Some((band, bkey, seq)), Some(art))
+                    if art.seq == seq
+                        && art.sketch.is_some_and(|s| {
+                            s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
+                        }) => {}
+                (None, _) => report
+                    .problems
+                    .push(format!("{BANDS_FAMILY}: malformed key")),
+                (_, None) => report.problems.push(format!(
+                    "{BANDS_FAMILY}: entry points at missing article {id:?}"
+                )),
+                _ => report.problems.push(format!(
+                    "{BANDS_FAMILY}: entry of {id:?} disagrees with its article"
+                )),
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
         if report.articles != self.counts.articles || report.unique != self.counts.unique {
             report.problems.push(format!(
                 "counters say {} articles / {} unique, found {} / {}",
@@ -463,96 +619,99 @@ impl RocksIndex {
                 report.block_entries, report.unique, report.expected_entries
             ));
         }
+        if report.band_entries != report.expected_band_entries {
+            report.problems.push(format!(
+                "{} band entries for {} unique articles (expected {})",
+                report.band_entries, report.unique, report.expected_band_entries
+            ));
+        }
         Ok(report)
     }
 
-    /// One pass over the four block families with one iterator each (iterator creation is a
-    /// large share of a lookup): the simhash block scan (when `max_distance` is set) and the
-    /// sketch bands that live in that family.
-    fn lookup_families(
+    /// The simhash candidates: one prefix scan of each block family (one iterator each).
+    fn scan_blocks(
         &self,
         fp: Fingerprint,
-        max_distance: Option<u32>,
-        sketch: Option<&Sketch>,
+        max_distance: u32,
         candidates: &mut Vec<Candidate>,
-        banded: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
-        let first_candidate = candidates.len();
-        let first_banded = banded.len();
-        let bands: Vec<(usize, u64)> = sketch.map(|s| s.bands().collect()).unwrap_or_default();
-        let mut band_hits: Vec<(u64, String)> = Vec::new();
-        for (family, (name, block)) in BLOCK_FAMILIES.iter().zip(fp.blocks()).enumerate() {
-            let family_bands = bands.iter().filter(|(b, _)| b % BLOCKS == family);
-            if max_distance.is_none() && family_bands.clone().next().is_none() {
-                continue;
-            }
+        let first = candidates.len();
+        for (name, block) in BLOCK_FAMILIES.iter().zip(fp.blocks()) {
             let mut opts = ReadOptions::default();
             opts.set_prefix_same_as_start(true);
             let mut it = self.db.raw_iterator_cf_opt(self.cf(name)?, opts);
-            if let Some(max_distance) = max_distance {
-                it.seek(block.to_be_bytes());
-                while let Some(key) = it.key() {
-                    let Some((b, other, seq)) = parse_block_key(key) else {
-                        break;
-                    };
-                    if b != block {
-                        break;
-                    }
-                    let distance = fp.distance(other);
-                    // Skip band entries; an article sharing several blocks appears in several
-                    // families: keep it once.
-                    if seq & layout::SKETCH_ENTRY == 0
-                        && distance <= max_distance
-                        && !candidates[first_candidate..].iter().any(|c| c.seq == seq)
-                    {
-                        let id = it
-                            .value()
-                            .map(|v| String::from_utf8_lossy(v).into_owned())
-                            .unwrap_or_default();
-                        candidates.push(Candidate {
-                            seq,
-                            fingerprint: other,
-                            distance,
-                            id,
-                        });
-                    }
-                    it.next();
+            it.seek(block.to_be_bytes());
+            while let Some(key) = it.key() {
+                let Some((b, other, seq)) = parse_block_key(key) else {
+                    break;
+                };
+                if b != block {
+                    break;
                 }
-                it.status().map_err(rocks_err(&self.dir))?;
+                let distance = fp.distance(other);
+                // An article sharing several blocks appears in several families: keep it once.
+                if distance <= max_distance && !candidates[first..].iter().any(|c| c.seq == seq) {
+                    let id = it
+                        .value()
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                        .unwrap_or_default();
+                    candidates.push(Candidate {
+                        seq,
+                        fingerprint: other,
+                        distance,
+                        id,
+                    });
+                }
+                it.next();
             }
-            for &(_, key) in family_bands {
-                let prefix = (key >> 48) as u16;
-                // Entries are sorted by (prefix, band key, seq): seek straight to this band key.
-                it.seek(block_key(prefix, Fingerprint(key), layout::SKETCH_ENTRY));
-                band_hits.clear();
-                while let Some(k) = it.key() {
-                    match parse_block_key(k) {
-                        Some((b, other, seq))
-                            if b == prefix && other.0 == key && seq & layout::SKETCH_ENTRY != 0 =>
-                        {
-                            let id = it
-                                .value()
-                                .map(|v| String::from_utf8_lossy(v).into_owned())
-                                .unwrap_or_default();
-                            band_hits.push((seq & !layout::SKETCH_ENTRY, id));
-                        }
-                        _ => break,
-                    }
-                    if band_hits.len() > MAX_BAND_BUCKET {
-                        break;
-                    }
-                    it.next();
+            it.status().map_err(rocks_err(&self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// The sketch-band candidates: one seek per band into the `bands` family, all with one
+    /// iterator (iterator creation costs more than a seek that the prefix bloom answers).
+    fn scan_bands(
+        &self,
+        sketch: &Sketch,
+        banded: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError> {
+        let first = banded.len();
+        let mut opts = ReadOptions::default();
+        opts.set_prefix_same_as_start(true);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, opts);
+        let mut hits: Vec<(u64, String)> = Vec::new();
+        for (band, key) in sketch.bands() {
+            let start = band_key(band as u8, key, 0);
+            let prefix = &start[..BAND_PREFIX_LEN];
+            it.seek(start);
+            hits.clear();
+            while let Some(k) = it.key() {
+                if k.len() != BAND_KEY_LEN || &k[..BAND_PREFIX_LEN] != prefix {
+                    break;
                 }
-                it.status().map_err(rocks_err(&self.dir))?;
-                // A band shared by very many articles comes from boilerplate every article of a
-                // source carries (a newspaper's dateline and sign-off): it says nothing.
-                if band_hits.len() > MAX_BAND_BUCKET {
-                    continue;
+                let Some((_, _, seq)) = parse_band_key(k) else {
+                    break;
+                };
+                let id = it
+                    .value()
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_default();
+                hits.push((seq, id));
+                if hits.len() > MAX_BAND_BUCKET {
+                    break;
                 }
-                for (seq, id) in band_hits.drain(..) {
-                    if !banded[first_banded..].iter().any(|c| c.0 == seq) {
-                        banded.push((seq, id));
-                    }
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+            // A band shared by very many articles comes from boilerplate every article of a
+            // source carries (a newspaper's dateline and sign-off): it says nothing.
+            if hits.len() > MAX_BAND_BUCKET {
+                continue;
+            }
+            for (seq, id) in hits.drain(..) {
+                if !banded[first..].iter().any(|c| c.0 == seq) {
+                    banded.push((seq, id));
                 }
             }
         }
@@ -579,7 +738,7 @@ impl ArticleStore for RocksIndex {
         max_distance: u32,
         out: &mut Vec<Candidate>,
     ) -> Result<(), IndexError> {
-        self.lookup(fp, max_distance, None, out, &mut Vec::new())
+        self.scan_blocks(fp, max_distance, out)
     }
 
     fn sketch_candidates(
@@ -587,19 +746,7 @@ impl ArticleStore for RocksIndex {
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
-        let mut ignored = Vec::new();
-        self.lookup_families(Fingerprint(0), None, Some(sketch), &mut ignored, out)
-    }
-
-    fn lookup(
-        &self,
-        fp: Fingerprint,
-        max_distance: u32,
-        sketch: Option<&Sketch>,
-        candidates: &mut Vec<Candidate>,
-        banded: &mut Vec<(u64, String)>,
-    ) -> Result<(), IndexError> {
-        self.lookup_families(fp, Some(max_distance), sketch, candidates, banded)
+        self.scan_bands(sketch, out)
     }
 
     fn insert(
@@ -640,13 +787,9 @@ impl ArticleStore for RocksIndex {
                 );
             }
             if let Some(sketch) = &article.sketch {
+                let bands = self.cf(BANDS_FAMILY)?;
                 for (band, key) in sketch.bands() {
-                    let k = block_key(
-                        (key >> 48) as u16,
-                        Fingerprint(key),
-                        article.seq | layout::SKETCH_ENTRY,
-                    );
-                    batch.put_cf(self.cf(BLOCK_FAMILIES[band % BLOCKS])?, k, id.as_bytes());
+                    batch.put_cf(bands, band_key(band as u8, key, article.seq), id.as_bytes());
                 }
             }
         }
