@@ -39,7 +39,8 @@ pub const META_FORMAT: &[u8] = b"format";
 pub const FORMAT_VERSION: &str = "newsdedup-index/2";
 /// First byte of an `articles` value. Format 2: then one byte (1 if a sketch follows), the
 /// 132-byte binary sketch if so, then the JSON record without its sketch. Format 1 (JSON with the
-/// sketch in hex) is still read.
+/// sketch in hex) is still decoded, though only `newsdedup-index/1` directories (now refused)
+/// could hold it.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
 pub const ARTICLE_VALUE_FORMAT_JSON: u8 = 1;
 

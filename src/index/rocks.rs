@@ -14,7 +14,7 @@ use crate::simhash::{Fingerprint, BLOCKS};
 use crate::sketch::{Sketch, SKETCH_BYTES};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
-    ReadOptions, SliceTransform, WriteBatch, WriteOptions, DB,
+    ReadOptions, SliceTransform, WaitForCompactOptions, WriteBatch, WriteOptions, DB,
 };
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -359,6 +359,14 @@ impl RocksIndex {
             .get_cf(meta, layout::META_IDENTITY)
             .map_err(rocks_err(&self.dir))?
             .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Blocks until the flushes and compactions RocksDB has queued are done (after a bulk load,
+    /// say, before measuring or serving latency-sensitive lookups).
+    pub fn wait_for_background_work(&self) -> Result<(), IndexError> {
+        self.db
+            .wait_for_compact(&WaitForCompactOptions::default())
+            .map_err(rocks_err(&self.dir))
     }
 
     /// Makes every write so far durable (fsync of the WAL). Called before committing offsets.
