@@ -71,7 +71,7 @@ fn measure_pair(
     rounds: usize,
     (name_a, mut a): (&str, impl FnMut(&str, &str)),
     (name_b, mut b): (&str, impl FnMut(&str, &str)),
-) -> (f64, f64, f64) {
+) -> f64 {
     let (mut total_a, mut total_b) = (0.0, 0.0);
     let mut ratios = Vec::with_capacity(rounds);
     for _ in 0..rounds {
@@ -110,7 +110,15 @@ fn measure_pair(
         ratios[ratios.len() / 2],
         ratios[ratios.len() - 1]
     );
-    (n / total_a, n / total_b, total_a / total_b)
+    total_a / total_b
+}
+
+/// `NEWSDEDUP_BENCH_ROUNDS`, or `default`.
+fn env_rounds(default: usize) -> usize {
+    std::env::var("NEWSDEDUP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
 }
 
 fn main() {
@@ -185,10 +193,7 @@ fn main() {
         return;
     }
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("cut") {
-        let rounds = std::env::var("NEWSDEDUP_BENCH_ROUNDS")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(rounds);
+        let rounds = env_rounds(rounds);
         measure("raw jieba cut (hmm)", &texts, rounds, |t, c| {
             black_box(jieba.cut(t, true));
             black_box(jieba.cut(c, true));
@@ -196,11 +201,8 @@ fn main() {
         return;
     }
     // The goal's ratio: raw cut and the full fingerprint measured in alternating passes.
-    let rounds_pair = std::env::var("NEWSDEDUP_BENCH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(9);
-    let (_, _, ratio) = measure_pair(
+    let rounds_pair = env_rounds(9);
+    let ratio = measure_pair(
         &texts,
         rounds_pair,
         ("raw jieba cut (hmm)", |t: &str, c: &str| {
@@ -232,7 +234,7 @@ fn main() {
     })
     .unwrap();
     // The same comparison with HMM off on both sides (a configuration choice, `hmm = false`).
-    let (_, _, ratio_no_hmm) = measure_pair(
+    let ratio_no_hmm = measure_pair(
         &texts,
         rounds_pair,
         ("raw jieba cut (no hmm)", |t: &str, c: &str| {

@@ -556,6 +556,18 @@ mod tests {
         }
     }
 
+    /// `n` pieces picked by a xorshift generator (deterministic test inputs).
+    fn random_concat(pieces: &[&str], n: usize, state: &mut u64) -> String {
+        let mut out = String::new();
+        for _ in 0..n {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            out.push_str(pieces[(*state % pieces.len() as u64) as usize]);
+        }
+        out
+    }
+
     /// `normalize` as it was before runs were copied whole (one push per character); the
     /// fingerprint identity (`clean/v2`) promises exactly its output. Like it, a combining mark
     /// after a fast-path character is normalised on its own ("e" + U+0301 stays decomposed).
@@ -630,13 +642,7 @@ mod tests {
         let table = fold_table();
         let mut state = 0x9e3779b97f4a7c15u64;
         for _ in 0..20_000 {
-            let mut text = String::new();
-            for _ in 0..6 {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                text.push_str(pieces[(state % pieces.len() as u64) as usize]);
-            }
+            let text = random_concat(&pieces, 6, &mut state);
             assert_eq!(
                 normalize(&text, None),
                 normalize_reference(&text, None),
@@ -723,13 +729,7 @@ mod tests {
         ];
         let mut state = 0x2545f4914f6cdd1du64;
         for _ in 0..20_000 {
-            let mut line = String::new();
-            for _ in 0..7 {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                line.push_str(pieces[(state % pieces.len() as u64) as usize]);
-            }
+            let line = random_concat(&pieces, 7, &mut state);
             for prefix in ["", "x"] {
                 let (mut fast, mut slow) = (prefix.to_owned(), prefix.to_owned());
                 push_collapsed(&line, &mut fast);
