@@ -5,6 +5,7 @@ use crate::error::ResourceError;
 use crate::simhash::{self, feature_hash, Fingerprint, SimhashAccumulator};
 use crate::sketch::{self as sketch_mod, Sketch};
 use crate::text::clean::Cleaner;
+use crate::text::lexicon::Lexicon;
 use crate::text::segment::{parse_stopwords, TokenFilter};
 use crate::text::weigh::{quantize, tfidf, IdfTable};
 use jieba_rs::Jieba;
@@ -77,6 +78,31 @@ struct Term<'a> {
     in_title: bool,
 }
 
+/// How the token loop identifies a feature: dictionary words by jieba's word id (their hash and
+/// IDF come from the lexicon), other words by their feature hash.
+#[derive(Debug, Clone, Copy)]
+enum WordKey {
+    Dict(u32),
+    Other(u64),
+}
+
+/// The distinct features of an article.
+#[derive(Debug, Default)]
+struct Terms<'a> {
+    dict: FxHashMap<u32, Term<'a>>,
+    other: FxHashMap<u64, Term<'a>>,
+}
+
+impl Terms<'_> {
+    fn len(&self) -> usize {
+        self.dict.len() + self.other.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// The result of fingerprinting one article.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fingerprinted {
@@ -98,6 +124,8 @@ pub struct Fingerprinter {
     jieba: Jieba,
     cleaner: Cleaner,
     filter: TokenFilter,
+    /// The filter's verdict and the feature hash of every dictionary word, by jieba word id.
+    lexicon: Lexicon,
     idf: IdfTable,
     unknown_idf: f64,
     config: FingerprintConfig,
@@ -188,15 +216,35 @@ impl Fingerprinter {
             config.keep_numbers,
             config.keep_latin,
         );
+        let unknown_idf = config.unknown_idf.unwrap_or(idf.median());
+        let lexicon = Lexicon::build(&jieba, &dict, &filter, |hash| {
+            idf.get_hashed(hash).unwrap_or(unknown_idf)
+        });
         Ok(Fingerprinter {
+            lexicon,
             jieba,
             cleaner: Cleaner::with_options(config.strip_boilerplate, config.fold_traditional),
-            unknown_idf: config.unknown_idf.unwrap_or(idf.median()),
+            unknown_idf,
             filter,
             idf,
             config: config.clone(),
             identity,
         })
+    }
+
+    /// The same fingerprinter deciding every token from its string, without jieba's word ids
+    /// (the path taken before the lexicon existed). The results are the same, only slower: it is
+    /// the reference the fast path is tested against.
+    #[doc(hidden)]
+    pub fn without_word_ids(mut self) -> Fingerprinter {
+        self.lexicon = Lexicon::default();
+        self
+    }
+
+    /// Number of dictionary words the lexicon knows to be features (for tests and `--explain`).
+    #[doc(hidden)]
+    pub fn lexicon_features(&self) -> usize {
+        self.lexicon.feature_count()
     }
 
     pub fn identity(&self) -> &FingerprintIdentity {
@@ -213,20 +261,38 @@ impl Fingerprinter {
         (self.cleaner.clean(title), self.cleaner.clean(content))
     }
 
-    /// Calls `emit(word, hash)` with every kept word of `text`, in order.
-    fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str, u64)) {
-        let mut visit = |word: &'a str| {
-            if self.filter.keep_class(word) {
-                let hash = feature_hash(word);
-                if !self.filter.is_stopword(hash) {
-                    emit(word, hash);
-                }
+    /// Calls `emit(word, key)` with every kept word of `text`, in order.
+    fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str, WordKey)) {
+        // The key of `word` if it is a feature, decided from the string. A dictionary word gets
+        // its id whichever way it was found (jieba's HMM can produce dictionary words too), so
+        // the same word never counts as two terms.
+        let from_string = |word: &str| {
+            if !self.filter.keep_class(word) {
+                return None;
             }
+            let hash = feature_hash(word);
+            if self.filter.is_stopword(hash) {
+                return None;
+            }
+            Some(match self.jieba.word_id(word) {
+                Some(id) if self.lexicon.is_feature(id) == Some(true) => WordKey::Dict(id),
+                _ => WordKey::Other(hash),
+            })
         };
         if self.config.pos_filter.is_empty() {
-            for token in self.jieba.cut(text, self.config.hmm) {
-                visit(token.word);
-            }
+            // Dictionary words come with their id, and one bit of the lexicon says whether each
+            // is a feature. The rest (HMM words, numbers, Latin, punctuation) are classified and
+            // hashed from the string.
+            self.jieba.cut_with_ids(text, self.config.hmm, |word, id| {
+                let key = match id.and_then(|id| Some((id, self.lexicon.is_feature(id)?))) {
+                    Some((id, true)) => Some(WordKey::Dict(id)),
+                    Some((_, false)) => None,
+                    None => from_string(word),
+                };
+                if let Some(key) = key {
+                    emit(word, key);
+                }
+            });
         } else {
             for tag in self.jieba.tag(text, self.config.hmm) {
                 if self
@@ -235,42 +301,62 @@ impl Fingerprinter {
                     .iter()
                     .any(|p| tag.tag.starts_with(p.as_str()))
                 {
-                    visit(tag.word);
+                    if let Some(key) = from_string(tag.word) {
+                        emit(tag.word, key);
+                    }
                 }
             }
         }
     }
 
-    /// Term statistics of an article, keyed by feature hash.
-    fn term_stats<'a>(&'a self, title: &'a str, content: &'a str) -> FxHashMap<u64, Term<'a>> {
-        let mut terms: FxHashMap<u64, Term<'a>> = FxHashMap::default();
-        terms.reserve(content.len() / 16);
+    /// Term statistics of an article.
+    fn term_stats<'a>(&'a self, title: &'a str, content: &'a str) -> Terms<'a> {
+        let mut terms = Terms::default();
+        terms.dict.reserve(content.len() / 16);
         for (text, in_title) in [(title, true), (content, false)] {
-            self.for_each_word(text, |word, hash| {
-                let t = terms.entry(hash).or_insert_with(|| {
-                    // The weight step reads this word's IDF slot: start loading it now, while
-                    // segmentation goes on.
-                    self.idf.prefetch(hash);
-                    Term {
-                        word,
-                        tf: 0,
-                        in_title,
-                    }
-                });
+            self.for_each_word(text, |word, key| {
+                let new = || Term {
+                    word,
+                    tf: 0,
+                    in_title,
+                };
+                // The weight step reads each word's facts (or IDF slot) once: start loading them
+                // at the first occurrence, while segmentation goes on.
+                let t = match key {
+                    WordKey::Dict(id) => terms.dict.entry(id).or_insert_with(|| {
+                        self.lexicon.prefetch(id);
+                        new()
+                    }),
+                    WordKey::Other(hash) => terms.other.entry(hash).or_insert_with(|| {
+                        self.idf.prefetch(hash);
+                        new()
+                    }),
+                };
                 t.tf += 1;
             });
         }
         terms
     }
 
-    /// (idf, weight) of a term.
+    /// Calls `f(hash, idf, weight, term)` for every term.
     #[inline]
-    fn weight(&self, hash: u64, term: &Term<'_>) -> (f64, f64) {
-        let idf = self.idf.get_hashed(hash).unwrap_or(self.unknown_idf);
-        (
-            idf,
-            tfidf(term.tf, idf, term.in_title, self.config.title_weight),
-        )
+    fn for_each_weighted<'a>(
+        &self,
+        terms: &Terms<'a>,
+        mut f: impl FnMut(u64, f64, f64, &Term<'a>),
+    ) {
+        let weight = |idf: f64, term: &Term<'_>| {
+            tfidf(term.tf, idf, term.in_title, self.config.title_weight)
+        };
+        for (&id, term) in &terms.dict {
+            // Every `Dict` key was checked against the lexicon when it was made.
+            let facts = self.lexicon.facts(id).copied().unwrap_or_default();
+            f(facts.hash, facts.idf, weight(facts.idf, term), term);
+        }
+        for (&hash, term) in &terms.other {
+            let idf = self.idf.get_hashed(hash).unwrap_or(self.unknown_idf);
+            f(hash, idf, weight(idf, term), term);
+        }
     }
 
     /// Number of distinct features of an article (cleaning + segmentation + filtering, no weights).
@@ -286,10 +372,10 @@ impl Fingerprinter {
         if terms.is_empty() {
             return Err(NoFeatures);
         }
-        let weighted: Vec<(u64, i64)> = terms
-            .iter()
-            .map(|(&hash, term)| (hash, quantize(self.weight(hash, term).1)))
-            .collect();
+        let mut weighted: Vec<(u64, i64)> = Vec::with_capacity(terms.len());
+        self.for_each_weighted(&terms, |hash, _, weight, _| {
+            weighted.push((hash, quantize(weight)));
+        });
         let mut acc = SimhashAccumulator::default();
         acc.add_all(&weighted);
         Ok(Fingerprinted {
@@ -311,21 +397,18 @@ impl Fingerprinter {
             return Err(NoFeatures);
         }
         let mut acc = SimhashAccumulator::default();
-        let mut features: Vec<Feature> = terms
-            .iter()
-            .map(|(&hash, term)| {
-                let (idf, weight) = self.weight(hash, term);
-                acc.add(hash, quantize(weight));
-                Feature {
-                    word: term.word.to_owned(),
-                    weight,
-                    tf: term.tf,
-                    in_title: term.in_title,
-                    idf,
-                    hash,
-                }
-            })
-            .collect();
+        let mut features: Vec<Feature> = Vec::with_capacity(terms.len());
+        self.for_each_weighted(&terms, |hash, idf, weight, term| {
+            acc.add(hash, quantize(weight));
+            features.push(Feature {
+                word: term.word.to_owned(),
+                weight,
+                tf: term.tf,
+                in_title: term.in_title,
+                idf,
+                hash,
+            });
+        });
         features.sort_by(|a, b| {
             b.weight
                 .total_cmp(&a.weight)

@@ -2,5 +2,6 @@
 //! token classes), `weigh` (TF-IDF with title weighting).
 
 pub mod clean;
+pub mod lexicon;
 pub mod segment;
 pub mod weigh;
