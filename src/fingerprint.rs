@@ -263,21 +263,15 @@ impl Fingerprinter {
 
     /// Calls `emit(word, key)` with every kept word of `text`, in order.
     fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str, WordKey)) {
-        // The key of `word` if it is a feature, decided from the string. A dictionary word gets
-        // its id whichever way it was found (jieba's HMM can produce dictionary words too), so
-        // the same word never counts as two terms.
+        // The key of `word` if it is a feature, decided from the string. It may be a dictionary
+        // word (jieba's HMM can produce those too): `term_stats` merges such terms into their
+        // dictionary entry, once per distinct word.
         let from_string = |word: &str| {
             if !self.filter.keep_class(word) {
                 return None;
             }
             let hash = feature_hash(word);
-            if self.filter.is_stopword(hash) {
-                return None;
-            }
-            Some(match self.jieba.word_id(word) {
-                Some(id) if self.lexicon.is_feature(id) == Some(true) => WordKey::Dict(id),
-                _ => WordKey::Other(hash),
-            })
+            (!self.filter.is_stopword(hash)).then_some(WordKey::Other(hash))
         };
         if self.config.pos_filter.is_empty() {
             // Dictionary words come with their id, and one bit of the lexicon says whether each
@@ -335,6 +329,19 @@ impl Fingerprinter {
                 t.tf += 1;
             });
         }
+        // A dictionary word found without its id (through the HMM, say) is the same term as
+        // when found with it: merge, so that a word never counts as two features.
+        let Terms { dict, other } = &mut terms;
+        other.retain(|_, term| match self.jieba.word_id(term.word) {
+            Some(id) if self.lexicon.is_feature(id) == Some(true) => {
+                let t = dict.entry(id).or_insert(Term { tf: 0, ..*term });
+                t.tf += term.tf;
+                // Titles are read first: a term is in the title iff either part is.
+                t.in_title |= term.in_title;
+                false
+            }
+            _ => true,
+        });
         terms
     }
 

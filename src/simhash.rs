@@ -124,6 +124,31 @@ fn add_all_avx2(set: &mut [i64; 64], features: &[(u64, i64)]) {
     }
 }
 
+/// With AVX-512 a feature is 8 masked adds: the mask of lanes 8k..8k+7 is byte k of the hash
+/// (bit j of byte k is bit 8k+j), so no bit has to be spread into a lane mask first.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn add_all_avx512(set: &mut [i64; 64], features: &[(u64, i64)]) {
+    use core::arch::x86_64::{
+        __m512i, _mm512_loadu_si512, _mm512_mask_add_epi64, _mm512_set1_epi64, _mm512_storeu_si512,
+    };
+    let mut acc = [_mm512_set1_epi64(0); 8];
+    for (k, lanes) in acc.iter_mut().enumerate() {
+        // SAFETY: `set` holds 64 i64 = 8 x 512 bits; unaligned loads are allowed.
+        *lanes = unsafe { _mm512_loadu_si512(set.as_ptr().add(8 * k).cast::<__m512i>()) };
+    }
+    for &(hash, weight) in features {
+        let w = _mm512_set1_epi64(weight);
+        for (k, lanes) in acc.iter_mut().enumerate() {
+            *lanes = _mm512_mask_add_epi64(*lanes, (hash >> (8 * k)) as u8, *lanes, w);
+        }
+    }
+    for (k, lanes) in acc.iter().enumerate() {
+        // SAFETY: as for the loads.
+        unsafe { _mm512_storeu_si512(set.as_mut_ptr().add(8 * k).cast::<__m512i>(), *lanes) };
+    }
+}
+
 impl SimhashAccumulator {
     #[inline]
     pub fn add(&mut self, hash: u64, weight: i64) {
@@ -135,6 +160,12 @@ impl SimhashAccumulator {
     pub fn add_all(&mut self, features: &[(u64, i64)]) {
         #[cfg(target_arch = "x86_64")]
         {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                // SAFETY: the CPU supports AVX-512F (checked just above).
+                unsafe { add_all_avx512(&mut self.set, features) };
+                self.total += features.iter().map(|f| f.1).sum::<i64>();
+                return;
+            }
             if std::arch::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU supports AVX2 (checked just above).
                 unsafe { add_all_avx2(&mut self.set, features) };
@@ -220,6 +251,22 @@ mod tests {
         }
         assert_eq!(a.votes(), b.votes());
         assert_eq!(a.set, portable);
+        // Each vector variant the CPU has, on its own (add_all picks only the widest).
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut v = [0i64; 64];
+                // SAFETY: AVX2 is present.
+                unsafe { add_all_avx2(&mut v, &feats) };
+                assert_eq!(v, portable);
+            }
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                let mut v = [0i64; 64];
+                // SAFETY: AVX-512F is present.
+                unsafe { add_all_avx512(&mut v, &feats) };
+                assert_eq!(v, portable);
+            }
+        }
     }
 
     #[test]

@@ -56,8 +56,9 @@ fn fold_char(c: char, table: &[u16]) -> char {
 }
 
 /// Length of the leading run of `bytes` that `normalize` leaves unchanged and that needs no
-/// look at its neighbours: ASCII other than capitals, and U+4E00..U+9FFF ideographs that do not
-/// fold. Stops early at anything else (the caller then takes the general path).
+/// look at its neighbours: ASCII other than capitals, U+4E00..U+9FFF ideographs that do not
+/// fold, and the CJK and general punctuation `normalize` keeps. Stops early at anything else (the
+/// caller then takes the general path).
 #[inline]
 fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
     let mut i = 0;
@@ -69,11 +70,31 @@ fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
             i += 1;
         } else if let (0xe4..=0xe9, Some(&b1), Some(&b2)) = (b, bytes.get(i + 1), bytes.get(i + 2))
         {
-            let code =
-                (u32::from(b & 0x0f) << 12) | (u32::from(b1 & 0x3f) << 6) | u32::from(b2 & 0x3f);
-            let unchanged = (0x4e00..=0x9fff).contains(&code)
-                && fold.is_none_or(|t| fold_code(code, t) == code);
-            if !unchanged {
+            // U+4E00..U+9FFF is lead byte E5..E9, or E4 with B8..BF next (the bytes of a `str`
+            // are valid UTF-8): no need to decode unless the character may fold.
+            if b == 0xe4 && b1 < 0xb8 {
+                break;
+            }
+            if let Some(t) = fold {
+                let code = (u32::from(b & 0x0f) << 12)
+                    | (u32::from(b1 & 0x3f) << 6)
+                    | u32::from(b2 & 0x3f);
+                if fold_code(code, t) != code {
+                    break;
+                }
+            }
+            i += 3;
+        } else if let (0xe2 | 0xe3, Some(&0x80), Some(&b2)) =
+            (b, bytes.get(i + 1), bytes.get(i + 2))
+        {
+            // CJK punctuation U+3001..U+303F (E3 80 81..BF) and general punctuation
+            // U+2010..U+2027 (E2 80 90..A7), which `normalize` keeps as they are: 。、“” etc.
+            let kept = if b == 0xe3 {
+                b2 != 0x80
+            } else {
+                (0x90..=0xa7).contains(&b2)
+            };
+            if !kept {
                 break;
             }
             i += 3;
@@ -152,10 +173,13 @@ impl Cleaner {
             normalised
         };
         // Each pass runs only when its trigger is present: most articles have no markup left.
-        if text.contains('=') {
+        // memchr's SIMD searches: `str::contains` is a scalar loop here.
+        if memchr::memchr(b'=', text.as_bytes()).is_some() {
             text = self.attribute.replace_all(&text, " ").into_owned();
         }
-        if text.contains("http") || text.contains("www.") {
+        if memchr::memmem::find(text.as_bytes(), b"http").is_some()
+            || memchr::memmem::find(text.as_bytes(), b"www.").is_some()
+        {
             text = self.url.replace_all(&text, " ").into_owned();
         }
         if self.strip_boilerplate {
@@ -171,7 +195,15 @@ impl Cleaner {
     /// collapses whitespace, in one walk over the text.
     fn finish(&self, text: &str) -> String {
         let mut out = String::with_capacity(text.len());
-        for line in text.split('\n') {
+        // `text.split('\n')`, with memchr's SIMD search for the newlines.
+        let mut start = 0;
+        let ends = memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]);
+        for line in ends.map(|end| {
+            // Newlines are ASCII: both ends are char boundaries.
+            let line = text.get(start..end).unwrap_or_default();
+            start = end + 1;
+            line
+        }) {
             let boilerplate = self.strip_boilerplate
                 && line.len() <= MAX_BOILERPLATE_LINE
                 && self.boilerplate_line.is_match(line.trim_end_matches('\r'));
