@@ -448,3 +448,34 @@ pub fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
     }
     &s[..end]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lexicon's verdict, hash and IDF for every word of the built-in dictionary are what the
+    /// string path computes for that word.
+    #[test]
+    fn lexicon_agrees_with_the_string_path_for_every_dictionary_word() {
+        let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
+        let (mut features, mut words) = (0, 0);
+        for word in BUILTIN_DICT.lines().filter_map(|l| l.split_whitespace().next()) {
+            words += 1;
+            let id = fp.jieba.word_id(word).expect("every dictionary word has an id");
+            let hash = feature_hash(word);
+            let keep = fp.filter.keep(word, hash);
+            assert_eq!(fp.lexicon.is_feature(id), Some(keep), "{word}");
+            if keep {
+                features += 1;
+                let facts = fp.lexicon.facts(id).unwrap();
+                assert_eq!(facts.hash, hash, "{word}");
+                let idf = fp.idf.get_hashed(hash).unwrap_or(fp.unknown_idf);
+                assert_eq!(facts.idf.to_bits(), idf.to_bits(), "{word}");
+            }
+        }
+        assert!(words > 300_000 && features > 100_000, "{words} {features}");
+        assert_eq!(fp.lexicon_features(), features);
+        // Ids past the tables are left to the string path.
+        assert_eq!(fp.lexicon.is_feature(u32::MAX), None);
+    }
+}
