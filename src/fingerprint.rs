@@ -459,9 +459,15 @@ mod tests {
     fn lexicon_agrees_with_the_string_path_for_every_dictionary_word() {
         let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
         let (mut features, mut words) = (0, 0);
-        for word in BUILTIN_DICT.lines().filter_map(|l| l.split_whitespace().next()) {
+        for word in BUILTIN_DICT
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+        {
             words += 1;
-            let id = fp.jieba.word_id(word).expect("every dictionary word has an id");
+            let id = fp
+                .jieba
+                .word_id(word)
+                .expect("every dictionary word has an id");
             let hash = feature_hash(word);
             let keep = fp.filter.keep(word, hash);
             assert_eq!(fp.lexicon.is_feature(id), Some(keep), "{word}");
