@@ -124,7 +124,7 @@ pub struct Fingerprinter {
     jieba: Jieba,
     cleaner: Cleaner,
     filter: TokenFilter,
-    /// The filter's verdict and the feature hash of every dictionary word, by jieba word id.
+    /// The filter's verdict, feature hash and IDF of every dictionary word, by jieba word id.
     lexicon: Lexicon,
     idf: IdfTable,
     unknown_idf: f64,
@@ -241,7 +241,7 @@ impl Fingerprinter {
         self
     }
 
-    /// Number of dictionary words the lexicon knows to be features (for tests and `--explain`).
+    /// Number of dictionary words the lexicon knows to be features (for tests).
     #[doc(hidden)]
     pub fn lexicon_features(&self) -> usize {
         self.lexicon.feature_count()
