@@ -71,11 +71,86 @@ pub struct Feature {
 
 /// Statistics of one distinct word of an article.
 #[derive(Debug, Clone, Copy)]
-struct Term<'a> {
-    word: &'a str,
+struct Term {
     tf: u32,
     /// The word occurs in the title.
     in_title: bool,
+    /// Where the word's first occurrence is (in the cleaned title or content), so that the
+    /// statistics borrow nothing and their tables can be reused from article to article.
+    at: Span,
+}
+
+/// A byte range of the cleaned title or content.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    in_title: bool,
+    start: u32,
+    len: u32,
+}
+
+impl Span {
+    /// The span of `word`, a slice of `text`.
+    fn of(word: &str, text: &str, in_title: bool) -> Span {
+        // `word` is a subslice of `text`: the difference of their addresses is its offset.
+        let start = (word.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+        Span {
+            in_title,
+            start: u32::try_from(start).unwrap_or(u32::MAX),
+            len: u32::try_from(word.len()).unwrap_or(0),
+        }
+    }
+
+    /// The word this span points at ("" if it does not fit the texts, which cannot happen).
+    fn word<'t>(&self, title: &'t str, content: &'t str) -> &'t str {
+        let text = if self.in_title { title } else { content };
+        let start = self.start as usize;
+        text.get(start..start + self.len as usize)
+            .unwrap_or_default()
+    }
+}
+
+/// Per-thread buffers reused from article to article (allocation was ~8% of fingerprinting
+/// time): the cleaned texts, cleaning's working space, the term tables and the weight list.
+#[derive(Debug, Default)]
+struct Scratch {
+    title: String,
+    content: String,
+    spare: String,
+    terms: Terms,
+    weighted: Vec<(u64, i64)>,
+}
+
+impl Scratch {
+    /// Buffers grown past this (an unusually long article) are dropped after use rather than kept
+    /// by the thread for good.
+    const KEEP_BYTES: usize = 1 << 20;
+
+    fn release_if_huge(&mut self) {
+        let strings = self.title.capacity() + self.content.capacity() + self.spare.capacity();
+        let tables = (self.terms.dict.capacity() + self.terms.other.capacity()) * 32
+            + self.weighted.capacity() * 16;
+        if strings + tables > Self::KEEP_BYTES {
+            *self = Scratch::default();
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Option<Scratch>> = const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` with this thread's scratch buffers: taken out for the call and put back after, so a
+/// nested call (or a thread being torn down) simply gets fresh ones.
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    let mut scratch = SCRATCH
+        .try_with(|cell| cell.take())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let result = f(&mut scratch);
+    scratch.release_if_huge();
+    let _ = SCRATCH.try_with(|cell| cell.set(Some(scratch)));
+    result
 }
 
 /// How the token loop identifies a feature: dictionary words by jieba's word id (their hash and
@@ -88,12 +163,12 @@ enum WordKey {
 
 /// The distinct features of an article.
 #[derive(Debug, Default)]
-struct Terms<'a> {
-    dict: FxHashMap<u32, Term<'a>>,
-    other: FxHashMap<u64, Term<'a>>,
+struct Terms {
+    dict: FxHashMap<u32, Term>,
+    other: FxHashMap<u64, Term>,
 }
 
-impl Terms<'_> {
+impl Terms {
     fn len(&self) -> usize {
         self.dict.len() + self.other.len()
     }
@@ -303,16 +378,17 @@ impl Fingerprinter {
         }
     }
 
-    /// Term statistics of an article.
-    fn term_stats<'a>(&'a self, title: &'a str, content: &'a str) -> Terms<'a> {
-        let mut terms = Terms::default();
+    /// Term statistics of an article (cleaned title and content), into `terms` (cleared first).
+    fn term_stats(&self, title: &str, content: &str, terms: &mut Terms) {
+        terms.dict.clear();
+        terms.other.clear();
         terms.dict.reserve(content.len() / 16);
         for (text, in_title) in [(title, true), (content, false)] {
             self.for_each_word(text, |word, key| {
                 let new = || Term {
-                    word,
                     tf: 0,
                     in_title,
+                    at: Span::of(word, text, in_title),
                 };
                 // The weight step reads each word's facts (or IDF slot) once: start loading them
                 // at the first occurrence, while segmentation goes on.
@@ -331,30 +407,26 @@ impl Fingerprinter {
         }
         // A dictionary word found without its id (through the HMM, say) is the same term as
         // when found with it: merge, so that a word never counts as two features.
-        let Terms { dict, other } = &mut terms;
-        other.retain(|_, term| match self.jieba.word_id(term.word) {
-            Some(id) if self.lexicon.is_feature(id) == Some(true) => {
-                let t = dict.entry(id).or_insert(Term { tf: 0, ..*term });
-                t.tf += term.tf;
-                // Titles are read first: a term is in the title iff either part is.
-                t.in_title |= term.in_title;
-                false
-            }
-            _ => true,
-        });
-        terms
+        let Terms { dict, other } = terms;
+        other.retain(
+            |_, term| match self.jieba.word_id(term.at.word(title, content)) {
+                Some(id) if self.lexicon.is_feature(id) == Some(true) => {
+                    let t = dict.entry(id).or_insert(Term { tf: 0, ..*term });
+                    t.tf += term.tf;
+                    // Titles are read first: a term is in the title iff either part is.
+                    t.in_title |= term.in_title;
+                    false
+                }
+                _ => true,
+            },
+        );
     }
 
     /// Calls `f(hash, idf, weight, term)` for every term.
     #[inline]
-    fn for_each_weighted<'a>(
-        &self,
-        terms: &Terms<'a>,
-        mut f: impl FnMut(u64, f64, f64, &Term<'a>),
-    ) {
-        let weight = |idf: f64, term: &Term<'_>| {
-            tfidf(term.tf, idf, term.in_title, self.config.title_weight)
-        };
+    fn for_each_weighted(&self, terms: &Terms, mut f: impl FnMut(u64, f64, f64, &Term)) {
+        let weight =
+            |idf: f64, term: &Term| tfidf(term.tf, idf, term.in_title, self.config.title_weight);
         for (&id, term) in &terms.dict {
             // Every `Dict` key was checked against the lexicon when it was made.
             let facts = self.lexicon.facts(id).copied().unwrap_or_default();
@@ -366,29 +438,48 @@ impl Fingerprinter {
         }
     }
 
-    /// Number of distinct features of an article (cleaning + segmentation + filtering, no weights).
-    pub fn feature_count(&self, title: &str, content: &str) -> usize {
-        let (title, content) = self.clean(title, content);
-        self.term_stats(&title, &content).len()
+    /// Cleans title and (capped) content into the scratch buffers, then collects term statistics.
+    fn clean_and_count(&self, title: &str, content: &str, s: &mut Scratch) {
+        let content = truncate_at_char_boundary(content, self.config.max_content_bytes);
+        self.cleaner.clean_into(title, &mut s.spare, &mut s.title);
+        self.cleaner
+            .clean_into(content, &mut s.spare, &mut s.content);
+        self.term_stats(&s.title, &s.content, &mut s.terms);
     }
 
-    /// Fingerprints one article (the hot path: no per-word allocation or string compare).
+    /// Number of distinct features of an article (cleaning + segmentation + filtering, no weights).
+    pub fn feature_count(&self, title: &str, content: &str) -> usize {
+        with_scratch(|s| {
+            self.clean_and_count(title, content, s);
+            s.terms.len()
+        })
+    }
+
+    /// Fingerprints one article (the hot path: no per-word allocation or string compare, and
+    /// buffers reused from the previous article on this thread).
     pub fn fingerprint(&self, title: &str, content: &str) -> Result<Fingerprinted, NoFeatures> {
-        let (title, content) = self.clean(title, content);
-        let terms = self.term_stats(&title, &content);
-        if terms.is_empty() {
-            return Err(NoFeatures);
-        }
-        let mut weighted: Vec<(u64, i64)> = Vec::with_capacity(terms.len());
-        self.for_each_weighted(&terms, |hash, _, weight, _| {
-            weighted.push((hash, quantize(weight)));
-        });
-        let mut acc = SimhashAccumulator::default();
-        acc.add_all(&weighted);
-        Ok(Fingerprinted {
-            fingerprint: acc.finish(),
-            features: terms.len(),
-            sketch: Sketch::of(&content),
+        with_scratch(|s| {
+            self.clean_and_count(title, content, s);
+            if s.terms.is_empty() {
+                return Err(NoFeatures);
+            }
+            let Scratch {
+                terms,
+                weighted,
+                content,
+                ..
+            } = s;
+            weighted.clear();
+            self.for_each_weighted(terms, |hash, _, weight, _| {
+                weighted.push((hash, quantize(weight)));
+            });
+            let mut acc = SimhashAccumulator::default();
+            acc.add_all(weighted);
+            Ok(Fingerprinted {
+                fingerprint: acc.finish(),
+                features: terms.len(),
+                sketch: Sketch::of(content),
+            })
         })
     }
 
@@ -398,37 +489,38 @@ impl Fingerprinter {
         title: &str,
         content: &str,
     ) -> Result<(Fingerprinted, Vec<Feature>), NoFeatures> {
-        let (title, content) = self.clean(title, content);
-        let terms = self.term_stats(&title, &content);
-        if terms.is_empty() {
-            return Err(NoFeatures);
-        }
-        let mut acc = SimhashAccumulator::default();
-        let mut features: Vec<Feature> = Vec::with_capacity(terms.len());
-        self.for_each_weighted(&terms, |hash, idf, weight, term| {
-            acc.add(hash, quantize(weight));
-            features.push(Feature {
-                word: term.word.to_owned(),
-                weight,
-                tf: term.tf,
-                in_title: term.in_title,
-                idf,
-                hash,
+        with_scratch(|s| {
+            self.clean_and_count(title, content, s);
+            if s.terms.is_empty() {
+                return Err(NoFeatures);
+            }
+            let mut acc = SimhashAccumulator::default();
+            let mut features: Vec<Feature> = Vec::with_capacity(s.terms.len());
+            self.for_each_weighted(&s.terms, |hash, idf, weight, term| {
+                acc.add(hash, quantize(weight));
+                features.push(Feature {
+                    word: term.at.word(&s.title, &s.content).to_owned(),
+                    weight,
+                    tf: term.tf,
+                    in_title: term.in_title,
+                    idf,
+                    hash,
+                });
             });
-        });
-        features.sort_by(|a, b| {
-            b.weight
-                .total_cmp(&a.weight)
-                .then_with(|| a.word.cmp(&b.word))
-        });
-        Ok((
-            Fingerprinted {
-                fingerprint: acc.finish(),
-                features: features.len(),
-                sketch: Sketch::of(&content),
-            },
-            features,
-        ))
+            features.sort_by(|a, b| {
+                b.weight
+                    .total_cmp(&a.weight)
+                    .then_with(|| a.word.cmp(&b.word))
+            });
+            Ok((
+                Fingerprinted {
+                    fingerprint: acc.finish(),
+                    features: features.len(),
+                    sketch: Sketch::of(&s.content),
+                },
+                features,
+            ))
+        })
     }
 
     /// Raw jieba segmentation of `text` (the baseline the benchmarks compare against).

@@ -161,40 +161,49 @@ impl Cleaner {
     /// no entities, no URLs, no boilerplate lines, whitespace collapsed to single spaces except
     /// newlines, which are kept (one per paragraph) because later stages look at lines.
     pub fn clean(&self, text: &str) -> String {
-        let normalised = if self.fold_traditional {
-            normalize_and_fold(text, fold_table())
-        } else {
-            normalize_width_case(text)
-        };
+        let mut out = String::new();
+        self.clean_into(text, &mut String::new(), &mut out);
+        out
+    }
+
+    /// `clean`, writing into `out` (cleared first) with `spare` as working space: a caller that
+    /// cleans many texts reuses both buffers instead of allocating two strings per text.
+    pub fn clean_into(&self, text: &str, spare: &mut String, out: &mut String) {
+        spare.clear();
+        normalize_into(text, self.fold_traditional.then(fold_table), spare);
+        // The rare passes below make a new string when they change something.
+        let mut changed: Option<String> = None;
         // A byte search: a char-set `contains` would decode every character.
-        let mut text = if memchr::memchr2(b'<', b'&', normalised.as_bytes()).is_some() {
-            strip_tags_and_entities(&normalised)
-        } else {
-            normalised
-        };
+        if memchr::memchr2(b'<', b'&', spare.as_bytes()).is_some() {
+            changed = Some(strip_tags_and_entities(spare));
+        }
         // Each pass runs only when its trigger is present: most articles have no markup left.
         // memchr's SIMD searches: `str::contains` is a scalar loop here.
-        if memchr::memchr(b'=', text.as_bytes()).is_some() {
-            text = self.attribute.replace_all(&text, " ").into_owned();
+        let text_now = changed.as_deref().unwrap_or(spare.as_str());
+        if memchr::memchr(b'=', text_now.as_bytes()).is_some() {
+            changed = Some(self.attribute.replace_all(text_now, " ").into_owned());
         }
-        if memchr::memmem::find(text.as_bytes(), b"http").is_some()
-            || memchr::memmem::find(text.as_bytes(), b"www.").is_some()
+        let text_now = changed.as_deref().unwrap_or(spare.as_str());
+        if memchr::memmem::find(text_now.as_bytes(), b"http").is_some()
+            || memchr::memmem::find(text_now.as_bytes(), b"www.").is_some()
         {
-            text = self.url.replace_all(&text, " ").into_owned();
+            changed = Some(self.url.replace_all(text_now, " ").into_owned());
         }
         if self.strip_boilerplate {
             // "Read more" glued to a body first, so that the line rule cannot take the body with it.
-            if let std::borrow::Cow::Owned(t) = self.read_more.replace_all(&text, "") {
-                text = t;
+            let text_now = changed.as_deref().unwrap_or(spare.as_str());
+            if let std::borrow::Cow::Owned(t) = self.read_more.replace_all(text_now, "") {
+                changed = Some(t);
             }
         }
-        self.finish(&text)
+        out.clear();
+        self.finish_into(changed.as_deref().unwrap_or(spare.as_str()), out);
     }
 
     /// Last pass: drops boilerplate lines (short ones only: long lines are story text) and
     /// collapses whitespace, in one walk over the text.
-    fn finish(&self, text: &str) -> String {
-        let mut out = String::with_capacity(text.len());
+    fn finish_into(&self, text: &str, out: &mut String) {
+        out.reserve(text.len());
         // `text.split('\n')`, with memchr's SIMD search for the newlines.
         let mut start = 0;
         let ends = memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]);
@@ -208,10 +217,9 @@ impl Cleaner {
                 && line.len() <= MAX_BOILERPLATE_LINE
                 && self.boilerplate_line.is_match(line.trim_end_matches('\r'));
             if !boilerplate {
-                push_collapsed(line, &mut out);
+                push_collapsed(line, out);
             }
         }
-        out
     }
 }
 
@@ -343,6 +351,13 @@ pub fn normalize_width_case(text: &str) -> String {
 }
 
 fn normalize(text: &str, fold: Option<&[u16]>) -> String {
+    let mut out = String::new();
+    normalize_into(text, fold, &mut out);
+    out
+}
+
+/// `normalize`, appending to `out`.
+fn normalize_into(text: &str, fold: Option<&[u16]>, out: &mut String) {
     /// What the fast path makes of one character.
     enum Step {
         /// Unchanged: stays in the pending run, copied in one go later.
@@ -352,7 +367,7 @@ fn normalize(text: &str, fold: Option<&[u16]>) -> String {
         /// Needs full NFKC (with its neighbours: composition looks across characters).
         Slow,
     }
-    let mut out = String::with_capacity(text.len());
+    out.reserve(text.len());
     // Invariant: outside a slow run, text[copied..i] is unchanged output not yet copied; inside one
     // (slow_start = Some(s)), everything before s has been written.
     let mut copied = 0;
@@ -397,13 +412,13 @@ fn normalize(text: &str, fold: Option<&[u16]>) -> String {
         match step {
             Step::Keep => {
                 if let Some(start) = slow_start.take() {
-                    push_nfkc_lower(&text[start..i], fold, &mut out);
+                    push_nfkc_lower(&text[start..i], fold, out);
                     copied = i;
                 }
             }
             Step::Replace(f) => {
                 match slow_start.take() {
-                    Some(start) => push_nfkc_lower(&text[start..i], fold, &mut out),
+                    Some(start) => push_nfkc_lower(&text[start..i], fold, out),
                     None => out.push_str(&text[copied..i]),
                 }
                 out.push(f);
@@ -419,10 +434,9 @@ fn normalize(text: &str, fold: Option<&[u16]>) -> String {
         i += len;
     }
     match slow_start {
-        Some(start) => push_nfkc_lower(&text[start..], fold, &mut out),
+        Some(start) => push_nfkc_lower(&text[start..], fold, out),
         None => out.push_str(&text[copied..]),
     }
-    out
 }
 
 fn push_nfkc_lower(run: &str, fold: Option<&[u16]>, out: &mut String) {
