@@ -113,6 +113,33 @@ fn measure_pair(
     total_a / total_b
 }
 
+/// Raw cut (with the fingerprinter's HMM setting) against the full fingerprint, alternating.
+fn cut_vs_fingerprint(
+    texts: &[(String, String)],
+    rounds: usize,
+    jieba: &jieba_rs_upstream::Jieba,
+    fp: &Fingerprinter,
+    label: &str,
+) -> f64 {
+    let hmm = fp.config().hmm;
+    let cut_name = if hmm {
+        "raw jieba cut (hmm)"
+    } else {
+        "raw jieba cut (no hmm)"
+    };
+    measure_pair(
+        texts,
+        rounds,
+        (cut_name, |t: &str, c: &str| {
+            black_box(jieba.cut(t, hmm));
+            black_box(jieba.cut(c, hmm));
+        }),
+        (&format!("fingerprint ({label})"), |t: &str, c: &str| {
+            let _ = black_box(fp.fingerprint(t, c));
+        }),
+    )
+}
+
 /// `NEWSDEDUP_BENCH_ROUNDS`, or `default`.
 fn env_rounds(default: usize) -> usize {
     std::env::var("NEWSDEDUP_BENCH_ROUNDS")
@@ -209,17 +236,7 @@ fn main() {
     }
     // The goal's ratio: raw cut and the full fingerprint measured in alternating passes.
     let rounds_pair = env_rounds(9);
-    let ratio = measure_pair(
-        &texts,
-        rounds_pair,
-        ("raw jieba cut (hmm)", |t: &str, c: &str| {
-            black_box(jieba.cut(t, true));
-            black_box(jieba.cut(c, true));
-        }),
-        ("fingerprint (full)", |t: &str, c: &str| {
-            let _ = black_box(fp.fingerprint(t, c));
-        }),
-    );
+    let ratio = cut_vs_fingerprint(&texts, rounds_pair, jieba, &fp, "full");
     println!("fingerprint / raw cut = {ratio:.2}");
     measure("clean only", &texts, rounds, |t, c| {
         black_box(fp.clean(t, c));
@@ -241,16 +258,6 @@ fn main() {
     })
     .unwrap();
     // The same comparison with HMM off on both sides (a configuration choice, `hmm = false`).
-    let ratio_no_hmm = measure_pair(
-        &texts,
-        rounds_pair,
-        ("raw jieba cut (no hmm)", |t: &str, c: &str| {
-            black_box(jieba.cut(t, false));
-            black_box(jieba.cut(c, false));
-        }),
-        ("fingerprint (hmm off)", |t: &str, c: &str| {
-            let _ = black_box(no_hmm.fingerprint(t, c));
-        }),
-    );
+    let ratio_no_hmm = cut_vs_fingerprint(&texts, rounds_pair, jieba, &no_hmm, "hmm off");
     println!("fingerprint / raw cut, both without hmm = {ratio_no_hmm:.2}");
 }

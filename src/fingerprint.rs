@@ -83,18 +83,20 @@ struct Term {
 /// A byte range of the cleaned title or content.
 #[derive(Debug, Clone, Copy)]
 struct Span {
-    in_title: bool,
+    /// The range is in the title (else in the content). Not `Term::in_title`: after a merge a
+    /// term can be in the title while its recorded occurrence is in the content.
+    of_title: bool,
     start: u32,
     len: u32,
 }
 
 impl Span {
     /// The span of `word`, a slice of `text`.
-    fn of(word: &str, text: &str, in_title: bool) -> Span {
+    fn of(word: &str, text: &str, of_title: bool) -> Span {
         // `word` is a subslice of `text`: the difference of their addresses is its offset.
         let start = (word.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
         Span {
-            in_title,
+            of_title,
             start: u32::try_from(start).unwrap_or(u32::MAX),
             len: u32::try_from(word.len()).unwrap_or(0),
         }
@@ -102,7 +104,7 @@ impl Span {
 
     /// The word this span points at ("" if it does not fit the texts, which cannot happen).
     fn word<'t>(&self, title: &'t str, content: &'t str) -> &'t str {
-        let text = if self.in_title { title } else { content };
+        let text = if self.of_title { title } else { content };
         let start = self.start as usize;
         text.get(start..start + self.len as usize)
             .unwrap_or_default()
@@ -353,10 +355,11 @@ impl Fingerprinter {
             // is a feature. The rest (HMM words, numbers, Latin, punctuation) are classified and
             // hashed from the string.
             self.jieba.cut_with_ids(text, self.config.hmm, |word, id| {
-                let key = match id.and_then(|id| Some((id, self.lexicon.is_feature(id)?))) {
-                    Some((id, true)) => Some(WordKey::Dict(id)),
-                    Some((_, false)) => None,
-                    None => from_string(word),
+                let key = match id.map(|id| (id, self.lexicon.is_feature(id))) {
+                    Some((id, Some(true))) => Some(WordKey::Dict(id)),
+                    Some((_, Some(false))) => None,
+                    // No id, or one the lexicon does not know.
+                    _ => from_string(word),
                 };
                 if let Some(key) = key {
                     emit(word, key);
@@ -523,7 +526,8 @@ impl Fingerprinter {
         })
     }
 
-    /// Raw jieba segmentation of `text` (the baseline the benchmarks compare against).
+    /// The jieba instance the fingerprinter segments with (the vendored copy, which adds
+    /// `cut_with_ids`; the benchmarks' baseline is the crates.io release instead).
     pub fn jieba(&self) -> &Jieba {
         &self.jieba
     }

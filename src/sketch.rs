@@ -91,9 +91,7 @@ impl Sketch {
             let (code, len, word) = match bytes[i] {
                 b @ 0x00..=0x7f => (u32::from(b), 1, b.is_ascii_alphanumeric()),
                 b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
-                    let code = (u32::from(b0 & 0x0f) << 12)
-                        | (u32::from(bytes[i + 1] & 0x3f) << 6)
-                        | u32::from(bytes[i + 2] & 0x3f);
+                    let code = crate::text::decode_three_byte(b0, bytes[i + 1], bytes[i + 2]);
                     let word = (0x4e00..=0x9fff).contains(&code)
                         || char::from_u32(code).is_some_and(crate::text::clean::is_word_char);
                     (code, 3, word)

@@ -3,6 +3,7 @@
 //! reposting sites add — is removed here, before segmentation.
 
 use regex::Regex;
+use std::borrow::Cow;
 use std::sync::OnceLock;
 use unicode_normalization::UnicodeNormalization;
 
@@ -70,15 +71,13 @@ fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
             i += 1;
         } else if let (0xe4..=0xe9, Some(&b1), Some(&b2)) = (b, bytes.get(i + 1), bytes.get(i + 2))
         {
-            // U+4E00..U+9FFF is lead byte E5..E9, or E4 with B8..BF next (the bytes of a `str`
-            // are valid UTF-8): no need to decode unless the character may fold.
-            if b == 0xe4 && b1 < 0xb8 {
+            // An ideograph is known from its first two bytes: no need to decode unless the
+            // character may fold.
+            if !super::is_common_cjk(b, b1) {
                 break;
             }
             if let Some(t) = fold {
-                let code = (u32::from(b & 0x0f) << 12)
-                    | (u32::from(b1 & 0x3f) << 6)
-                    | u32::from(b2 & 0x3f);
+                let code = super::decode_three_byte(b, b1, b2);
                 if fold_code(code, t) != code {
                     break;
                 }
@@ -177,22 +176,26 @@ impl Cleaner {
         if memchr::memchr2(b'<', b'&', spare.as_bytes()).is_some() {
             changed = Some(strip_tags_and_entities(spare));
         }
-        // Each pass runs only when its trigger is present: most articles have no markup left.
-        // memchr's SIMD searches: `str::contains` is a scalar loop here.
+        // Each pass runs only when its trigger is present (memchr's SIMD searches: most articles
+        // have no markup left), and a pass that replaced nothing hands its input back uncopied.
         let text_now = changed.as_deref().unwrap_or(spare.as_str());
         if memchr::memchr(b'=', text_now.as_bytes()).is_some() {
-            changed = Some(self.attribute.replace_all(text_now, " ").into_owned());
+            if let Cow::Owned(t) = self.attribute.replace_all(text_now, " ") {
+                changed = Some(t);
+            }
         }
         let text_now = changed.as_deref().unwrap_or(spare.as_str());
         if memchr::memmem::find(text_now.as_bytes(), b"http").is_some()
             || memchr::memmem::find(text_now.as_bytes(), b"www.").is_some()
         {
-            changed = Some(self.url.replace_all(text_now, " ").into_owned());
+            if let Cow::Owned(t) = self.url.replace_all(text_now, " ") {
+                changed = Some(t);
+            }
         }
         if self.strip_boilerplate {
             // "Read more" glued to a body first, so that the line rule cannot take the body with it.
             let text_now = changed.as_deref().unwrap_or(spare.as_str());
-            if let std::borrow::Cow::Owned(t) = self.read_more.replace_all(text_now, "") {
+            if let Cow::Owned(t) = self.read_more.replace_all(text_now, "") {
                 changed = Some(t);
             }
         }
@@ -389,9 +392,7 @@ fn normalize_into(text: &str, fold: Option<&[u16]>, out: &mut String) {
             b @ b'A'..=b'Z' => (Step::Replace(char::from(b.to_ascii_lowercase())), 1),
             0x00..=0x7f => (Step::Keep, 1),
             b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
-                let code = (u32::from(b0 & 0x0f) << 12)
-                    | (u32::from(bytes[i + 1] & 0x3f) << 6)
-                    | u32::from(bytes[i + 2] & 0x3f);
+                let code = super::decode_three_byte(b0, bytes[i + 1], bytes[i + 2]);
                 let step = match code {
                     0x4e00..=0x9fff => match fold.map(|t| fold_code(code, t)) {
                         Some(f) if f != code => char::from_u32(f).map_or(Step::Slow, Step::Replace),

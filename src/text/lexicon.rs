@@ -90,18 +90,9 @@ impl Lexicon {
     /// Hints the CPU to start loading the facts of word `id` (read later by the weight step).
     #[inline]
     pub fn prefetch(&self, id: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(facts) = self.facts.get(id as usize) {
-            // SAFETY: prefetch has no observable effect, and the pointer is to a live element.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch(
-                    (facts as *const WordFacts).cast::<i8>(),
-                    core::arch::x86_64::_MM_HINT_T0,
-                );
-            }
+            super::prefetch(facts);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = id;
     }
 
     /// Number of dictionary words that are features.

@@ -24,8 +24,7 @@ pub enum TokenClass {
 fn all_common_cjk(b: &[u8]) -> bool {
     !b.is_empty()
         && b.len().is_multiple_of(3)
-        && b.chunks_exact(3)
-            .all(|c| matches!(c[0], 0xe5..=0xe9) || (c[0] == 0xe4 && c[1] >= 0xb8))
+        && b.chunks_exact(3).all(|c| super::is_common_cjk(c[0], c[1]))
 }
 
 /// Classifies one token.

@@ -106,19 +106,9 @@ impl IdfTable {
     /// Hints the CPU to start loading the slot of `hash` (call for all terms, then look up).
     #[inline]
     pub fn prefetch(&self, hash: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let i = hash as usize & self.mask;
-            // SAFETY: prefetch has no observable effect and `i` is in bounds.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch(
-                    self.slots.as_ptr().add(i) as *const i8,
-                    core::arch::x86_64::_MM_HINT_T0,
-                );
-            }
+        if let Some(slot) = self.slots.get(hash as usize & self.mask) {
+            super::prefetch(slot);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = hash;
     }
 
     /// IDF of the word whose feature hash is `hash`.
