@@ -245,7 +245,7 @@ pub fn run_batch<S: ArticleStore>(
                     *summary.invalid.entry(error.reason.as_str()).or_default() += 1
                 }
             }
-            serde_json::to_writer(&mut *output, outcome.record()).map_err(io::Error::from)?;
+            output.write_all(outcome.record())?;
             output.write_all(b"\n")?;
             if let Some(every) = opts.progress_every {
                 if last_progress.elapsed() >= every {

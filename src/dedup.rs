@@ -70,10 +70,14 @@ impl Decision {
     }
 }
 
-/// The output record: the input article object with a `dedup` member added (replacing any).
-pub fn annotate(mut fields: Map<String, Value>, decision: &Decision) -> Value {
-    fields.insert("dedup".into(), decision.to_json());
-    Value::Object(fields)
+/// The output record as JSON text: `open` (the article rendered by
+/// [`crate::article::Article::render_open`]) with the decision's `dedup` member and the closing
+/// brace appended: the input object plus `dedup` (last; an input `dedup` member is replaced).
+pub fn close_record(mut open: Vec<u8>, decision: &Decision) -> Vec<u8> {
+    open.extend_from_slice(b"\"dedup\":");
+    open.extend_from_slice(decision.to_json().to_string().as_bytes());
+    open.push(b'}');
+    open
 }
 
 /// The output record of an input line that is not a valid article.

@@ -7,14 +7,25 @@ use crate::dedup::{self, Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
 use crate::index::ArticleStore;
-use serde_json::Value;
+
+/// What the decision stage needs of a valid article (the record itself is not kept).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ArticleRef {
+    pub id: String,
+    pub url: Option<String>,
+    /// "" when the article has no title.
+    pub title: String,
+}
 
 /// Result of the parallel stage.
 #[derive(Debug)]
 pub enum Prepared {
     Valid {
-        article: Article,
+        article: ArticleRef,
         fingerprint: Fingerprinted,
+        /// The article's output record so far (`Article::render_open`), rendered here because
+        /// this stage runs in parallel and the decision stage does not.
+        open_record: Vec<u8>,
     },
     Invalid(InvalidArticle),
 }
@@ -25,10 +36,25 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
         Ok(a) => a,
         Err(e) => return Prepared::Invalid(e),
     };
+    let open_record = match article.render_open() {
+        Ok(open) => open,
+        Err(e) => {
+            return Prepared::Invalid(InvalidArticle {
+                reason: InvalidReason::BadJson,
+                message: format!("the article cannot be written back as JSON: {e}"),
+                id: Some(article.id().to_owned()),
+            })
+        }
+    };
     match fingerprinter.fingerprint(article.title(), article.content()) {
         Ok(fingerprint) => Prepared::Valid {
-            article,
+            article: ArticleRef {
+                id: article.id().to_owned(),
+                url: article.url().map(str::to_owned),
+                title: article.title().to_owned(),
+            },
             fingerprint,
+            open_record,
         },
         Err(e) => Prepared::Invalid(InvalidArticle {
             reason: InvalidReason::NoFeatures,
@@ -38,21 +64,23 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
     }
 }
 
-/// Result of the serial stage: the output record and what happened.
+/// Result of the serial stage: the output record (one JSON object, no newline) and what happened.
 #[derive(Debug)]
 pub enum Outcome {
     Decided {
-        record: Value,
+        /// The article id (the output record's key).
+        id: String,
+        record: Vec<u8>,
         decision: Decision,
     },
     Invalid {
-        record: Value,
+        record: Vec<u8>,
         error: InvalidArticle,
     },
 }
 
 impl Outcome {
-    pub fn record(&self) -> &Value {
+    pub fn record(&self) -> &[u8] {
         match self {
             Outcome::Decided { record, .. } | Outcome::Invalid { record, .. } => record,
         }
@@ -68,24 +96,27 @@ pub fn decide<S: ArticleStore>(
 ) -> Result<Outcome, IndexError> {
     match prepared {
         Prepared::Invalid(error) => Ok(Outcome::Invalid {
-            record: dedup::invalid_record(line, error.id.as_deref(), &error.to_string()),
+            record: dedup::invalid_record(line, error.id.as_deref(), &error.to_string())
+                .to_string()
+                .into_bytes(),
             error,
         }),
         Prepared::Valid {
             article,
             fingerprint,
+            open_record,
         } => {
-            let title = article.title();
             let input = DecisionInput {
-                id: article.id(),
-                url: article.url(),
-                title: (!title.is_empty()).then_some(title),
+                id: &article.id,
+                url: article.url.as_deref(),
+                title: (!article.title.is_empty()).then_some(article.title.as_str()),
                 fingerprint: fingerprint.fingerprint,
                 sketch: Some(&fingerprint.sketch),
             };
             let decision = deduper.decide(&input, now_ms)?;
             Ok(Outcome::Decided {
-                record: dedup::annotate(article.into_fields(), &decision),
+                id: article.id,
+                record: dedup::close_record(open_record, &decision),
                 decision,
             })
         }

@@ -194,7 +194,9 @@ impl RocksIndex {
             table.set_whole_key_filtering(false);
             let mut opts = Options::default();
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(2));
-            opts.set_memtable_prefix_bloom_ratio(0.1);
+            // No memtable prefix bloom: the hash buckets below already find a prefix (or its
+            // absence) with one probe, and the bloom's own probe was a cache miss on every seek
+            // and every insert (~2% of a `batch` run).
             // Memtable: one small skiplist per 2-byte prefix instead of one big one. An insert
             // into a big skiplist walks a dozen cache-missing levels (it was ~1/3 of the decision
             // thread's time in `batch`); lookups only ever scan one prefix.
@@ -212,12 +214,12 @@ impl RocksIndex {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
             // Band lookups are exact 9-byte prefixes, nearly all of which no other article shares:
-            // the prefix bloom (SST files and memtable) answers those without reading data.
+            // the SST files' prefix bloom answers those without reading data.
             table.set_bloom_filter(10.0, false);
             table.set_whole_key_filtering(false);
             let mut opts = Options::default();
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_PREFIX_LEN));
-            opts.set_memtable_prefix_bloom_ratio(0.1);
+            // No memtable prefix bloom, as for the block families.
             // As for the block families: band lookups are exact-prefix seeks.
             opts.set_memtable_factory(MemtableFactory::HashSkipList {
                 bucket_count: 1 << 20,

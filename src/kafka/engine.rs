@@ -30,7 +30,6 @@ use crate::metrics as m;
 use crate::pipeline::{self, Outcome, Prepared};
 use crossbeam_channel::{bounded, never, select, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -470,7 +469,11 @@ fn decide_one<D: DecisionStage, K: OutputSink>(
     let start = Instant::now();
     let ticket = msg.ticket();
     let record = match decider.decide(prepared, dedup::now_ms())? {
-        Outcome::Decided { record, decision } => {
+        Outcome::Decided {
+            id,
+            record,
+            decision,
+        } => {
             if decision.is_duplicate() {
                 metrics.duplicate.increment(1);
             } else {
@@ -484,8 +487,7 @@ fn decide_one<D: DecisionStage, K: OutputSink>(
             let counts = decider.counts();
             metrics.index_articles.set(counts.articles as f64);
             metrics.index_unique.set(counts.unique as f64);
-            let id = record.get("id").and_then(Value::as_str).unwrap_or_default();
-            record::decided_record(&msg, id, &record, &decision)
+            record::decided_record(&msg, &id, record, &decision)
         }
         Outcome::Invalid { error, .. } => {
             metrics::counter!(m::ARTICLES_INVALID, "reason" => error.reason.as_str()).increment(1);

@@ -4,7 +4,6 @@
 
 use crate::article::InvalidArticle;
 use crate::dedup::Decision;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -120,7 +119,7 @@ impl InputMessage {
 pub fn decided_record(
     input: &InputMessage,
     id: &str,
-    record: &Value,
+    record: Vec<u8>,
     decision: &Decision,
 ) -> OutputRecord {
     let kind = if decision.is_duplicate() {
@@ -131,8 +130,7 @@ pub fn decided_record(
     OutputRecord {
         kind,
         key: Some(id.as_bytes().to_vec()),
-        // Serialising a serde_json::Value cannot fail (string keys only).
-        payload: serde_json::to_vec(record).unwrap_or_default(),
+        payload: record,
         headers: input.output_headers(kind.as_str()),
     }
 }
@@ -218,6 +216,7 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 mod tests {
     use super::*;
     use crate::article::InvalidReason;
+    use serde_json::Value;
 
     fn input() -> InputMessage {
         InputMessage {
@@ -272,7 +271,7 @@ mod tests {
     fn decided_record_has_id_key_and_source_headers() {
         let decision = duplicate_decision();
         let value = serde_json::json!({"id": "b", "content": "x", "dedup": decision.to_json()});
-        let r = decided_record(&input(), "b", &value, &decision);
+        let r = decided_record(&input(), "b", value.to_string().into_bytes(), &decision);
         assert_eq!(r.kind, OutputKind::Duplicate);
         assert_eq!(r.key.as_deref(), Some(&b"b"[..]));
         assert_eq!(serde_json::from_slice::<Value>(&r.payload).unwrap(), value);
