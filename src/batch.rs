@@ -35,7 +35,7 @@ pub fn read_line_limited(reader: &mut impl BufRead, max: usize) -> io::Result<Op
             break;
         }
         any = true;
-        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
+        let (part, done) = match memchr::memchr(b'\n', chunk) {
             Some(p) => (&chunk[..p], Some(p + 1)),
             None => (chunk, None),
         };
