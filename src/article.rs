@@ -195,12 +195,15 @@ impl<'a> Article<'a> {
             }
         };
         // Optional string fields: if present (and not null) they must be strings.
-        let mut optional = [f.title, f.url, f.source, f.published_at].map(|v| match v {
+        let optional = |v: Option<FieldValue<'a>>| match v {
             None | Some(FieldValue::Null) => Ok(None),
             Some(FieldValue::Str(s)) => Ok(Some(s)),
             Some(FieldValue::Other(kind)) => Err(kind),
-        });
-        for (name, value) in OPTIONAL_STRING_FIELDS.iter().zip(&optional) {
+        };
+        let [title, url, source, published_at] =
+            [f.title, f.url, f.source, f.published_at].map(optional);
+        let checked = [&title, &url, &source, &published_at];
+        for (name, value) in OPTIONAL_STRING_FIELDS.iter().zip(checked) {
             if let Err(kind) = value {
                 return fail(
                     InvalidReason::WrongType,
@@ -208,11 +211,9 @@ impl<'a> Article<'a> {
                 );
             }
         }
-        let title = std::mem::replace(&mut optional[0], Ok(None))
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let url = std::mem::replace(&mut optional[1], Ok(None)).ok().flatten();
+        // Both checked above: `ok()` only drops the impossible `Err`.
+        let title = title.ok().flatten().unwrap_or_default();
+        let url = url.ok().flatten();
         if content.trim().is_empty() && title.trim().is_empty() {
             return fail(
                 InvalidReason::EmptyText,

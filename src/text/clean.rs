@@ -24,36 +24,56 @@ pub const TS_CHARACTERS: &str = include_str!("../../config/ts_characters.txt");
 const FOLD_BASE: u32 = 0x3400;
 const FOLD_END: u32 = 0xa000;
 
-/// Direct-lookup table over U+3400..U+9FFF (55 KB, stays in cache): 0 = no folding.
-fn fold_table() -> &'static [u16] {
-    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+/// Traditional -> Simplified folding over U+3400..U+9FFF: a direct-lookup table (55 KB) and a bitset
+/// of the characters that fold at all (3.4 KB). The hot loop tests the bit, which stays in the L1
+/// cache, for every ideograph, and reads the table only for the few that fold.
+pub(crate) struct FoldTable {
+    /// Simplified form by `code - FOLD_BASE`; 0 = no folding.
+    simplified: Vec<u16>,
+    /// Bit `i` set iff `simplified[i] != 0`.
+    folds: Vec<u64>,
+}
+
+impl FoldTable {
+    /// `fold_char` on a code point.
+    #[inline]
+    fn fold_code(&self, code: u32) -> u32 {
+        let i = code.wrapping_sub(FOLD_BASE) as usize;
+        match self.folds.get(i / 64) {
+            Some(word) if word >> (i % 64) & 1 != 0 => {
+                self.simplified.get(i).map_or(code, |&s| u32::from(s))
+            }
+            _ => code,
+        }
+    }
+
+    /// The Simplified form of a Traditional character (itself for anything else).
+    #[inline]
+    fn fold_char(&self, c: char) -> char {
+        let code = u32::from(c);
+        char::from_u32(self.fold_code(code)).unwrap_or(c)
+    }
+}
+
+fn fold_table() -> &'static FoldTable {
+    static TABLE: OnceLock<FoldTable> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut table = vec![0u16; (FOLD_END - FOLD_BASE) as usize];
+        let len = (FOLD_END - FOLD_BASE) as usize;
+        let mut simplified = vec![0u16; len];
+        let mut folds = vec![0u64; len.div_ceil(64)];
         for line in TS_CHARACTERS.lines().filter(|l| !l.starts_with('#')) {
             let mut chars = line.chars();
             if let (Some(t), Some('\t'), Some(s)) = (chars.next(), chars.next(), chars.next()) {
                 let (t, s) = (u32::from(t), u32::from(s));
-                if (FOLD_BASE..FOLD_END).contains(&t) && s <= 0xffff {
-                    table[(t - FOLD_BASE) as usize] = s as u16;
+                if (FOLD_BASE..FOLD_END).contains(&t) && s <= 0xffff && s != 0 {
+                    let i = (t - FOLD_BASE) as usize;
+                    simplified[i] = s as u16;
+                    folds[i / 64] |= 1 << (i % 64);
                 }
             }
         }
-        table
+        FoldTable { simplified, folds }
     })
-}
-
-/// The Simplified form of a Traditional character (itself for anything else).
-#[inline]
-fn fold_char(c: char, table: &[u16]) -> char {
-    let code = u32::from(c);
-    if (FOLD_BASE..FOLD_END).contains(&code) {
-        if let Some(&s) = table.get((code - FOLD_BASE) as usize) {
-            if s != 0 {
-                return char::from_u32(u32::from(s)).unwrap_or(c);
-            }
-        }
-    }
-    c
 }
 
 /// Length of the leading run of `bytes` that `normalize` leaves unchanged and that needs no
@@ -61,7 +81,7 @@ fn fold_char(c: char, table: &[u16]) -> char {
 /// fold, and the CJK and general punctuation `normalize` keeps. Stops early at anything else (the
 /// caller then takes the general path).
 #[inline]
-fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
+fn unchanged_prefix_len(bytes: &[u8], fold: Option<&FoldTable>) -> usize {
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if b < 0x80 {
@@ -78,7 +98,7 @@ fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
             }
             if let Some(t) = fold {
                 let code = super::decode_three_byte(b, b1, b2);
-                if fold_code(code, t) != code {
+                if t.fold_code(code) != code {
                     break;
                 }
             }
@@ -102,15 +122,6 @@ fn unchanged_prefix_len(bytes: &[u8], fold: Option<&[u16]>) -> usize {
         }
     }
     i
-}
-
-/// `fold_char` on a code point of U+4E00..U+9FFF.
-#[inline]
-fn fold_code(code: u32, table: &[u16]) -> u32 {
-    match table.get(code.wrapping_sub(FOLD_BASE) as usize) {
-        Some(&s) if s != 0 => u32::from(s),
-        _ => code,
-    }
 }
 
 /// Lines longer than this (in bytes) are story text, never boilerplate.
@@ -343,8 +354,8 @@ pub fn is_word_char(c: char) -> bool {
 
 /// `normalize_width_case`, then Traditional -> Simplified folding of CJK characters, in the same
 /// single pass over the text.
-pub fn normalize_and_fold(text: &str, table: &[u16]) -> String {
-    normalize(text, Some(table))
+pub fn normalize_and_fold(text: &str) -> String {
+    normalize(text, Some(fold_table()))
 }
 
 /// NFKC + lowercase with a fast path: ASCII, CJK ideographs and CJK punctuation are NFKC-stable, and
@@ -353,14 +364,14 @@ pub fn normalize_width_case(text: &str) -> String {
     normalize(text, None)
 }
 
-fn normalize(text: &str, fold: Option<&[u16]>) -> String {
+fn normalize(text: &str, fold: Option<&FoldTable>) -> String {
     let mut out = String::new();
     normalize_into(text, fold, &mut out);
     out
 }
 
 /// `normalize`, appending to `out`.
-fn normalize_into(text: &str, fold: Option<&[u16]>, out: &mut String) {
+fn normalize_into(text: &str, fold: Option<&FoldTable>, out: &mut String) {
     /// What the fast path makes of one character.
     enum Step {
         /// Unchanged: stays in the pending run, copied in one go later.
@@ -394,7 +405,7 @@ fn normalize_into(text: &str, fold: Option<&[u16]>, out: &mut String) {
             b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
                 let code = super::decode_three_byte(b0, bytes[i + 1], bytes[i + 2]);
                 let step = match code {
-                    0x4e00..=0x9fff => match fold.map(|t| fold_code(code, t)) {
+                    0x4e00..=0x9fff => match fold.map(|t| t.fold_code(code)) {
                         Some(f) if f != code => char::from_u32(f).map_or(Step::Slow, Step::Replace),
                         _ => Step::Keep,
                     },
@@ -440,10 +451,10 @@ fn normalize_into(text: &str, fold: Option<&[u16]>, out: &mut String) {
     }
 }
 
-fn push_nfkc_lower(run: &str, fold: Option<&[u16]>, out: &mut String) {
+fn push_nfkc_lower(run: &str, fold: Option<&FoldTable>, out: &mut String) {
     for c in run.nfkc() {
         for l in c.to_lowercase() {
-            out.push(fold.map_or(l, |t| fold_char(l, t)));
+            out.push(fold.map_or(l, |t| t.fold_char(l)));
         }
     }
 }
@@ -618,14 +629,14 @@ mod tests {
     /// `normalize` as it was before runs were copied whole (one push per character); the
     /// fingerprint identity (`clean/v2`) promises exactly its output. Like it, a combining mark
     /// after a fast-path character is normalised on its own ("e" + U+0301 stays decomposed).
-    fn normalize_reference(text: &str, fold: Option<&[u16]>) -> String {
+    fn normalize_reference(text: &str, fold: Option<&FoldTable>) -> String {
         let mut out = String::with_capacity(text.len());
         let mut slow_run_start: Option<usize> = None;
         for (i, c) in text.char_indices() {
             let fast = match c {
                 'A'..='Z' => Some(c.to_ascii_lowercase()),
                 '\0'..='\x7f' => Some(c),
-                '\u{4e00}'..='\u{9fff}' => Some(fold.map_or(c, |t| fold_char(c, t))),
+                '\u{4e00}'..='\u{9fff}' => Some(fold.map_or(c, |t| t.fold_char(c))),
                 '\u{3001}'..='\u{303f}' | '\u{2010}'..='\u{2027}' => Some(c),
                 '\u{3000}' => Some(' '),
                 '\u{ff01}'..='\u{ff5e}' => {
