@@ -63,9 +63,12 @@ fn measure(
     aps
 }
 
-/// Speed of `a` and of `b` and their ratio, measured in alternating chunks of 50 articles
-/// (a few milliseconds each): a shared VM's speed drifts by 20-30% within seconds, and adjacent
-/// chunks see the same machine. Prints the total-time ratio and its spread over `rounds` passes.
+/// Speed of `a` and of `b` and their ratio, measured in alternating chunks of articles
+/// (`NEWSDEDUP_BENCH_CHUNK`, default 50: a few milliseconds each): a shared VM's speed drifts by
+/// 20-30% within seconds, and adjacent chunks see the same machine. Each switch also evicts the
+/// other side's dictionary tables from the caches (two jieba instances, upstream and vendored),
+/// which costs both sides; larger chunks (500: ~80 ms) measure closer to each running alone.
+/// Prints the total-time ratio and its spread over `rounds` passes.
 fn measure_pair(
     texts: &[(String, String)],
     rounds: usize,
@@ -76,7 +79,7 @@ fn measure_pair(
     let mut ratios = Vec::with_capacity(rounds);
     for _ in 0..rounds {
         let (mut round_a, mut round_b) = (0.0, 0.0);
-        for chunk in texts.chunks(50) {
+        for chunk in texts.chunks(env_usize("NEWSDEDUP_BENCH_CHUNK", 50).max(1)) {
             let start = Instant::now();
             for (t, c) in chunk {
                 a(t, c);
@@ -142,7 +145,12 @@ fn cut_vs_fingerprint(
 
 /// `NEWSDEDUP_BENCH_ROUNDS`, or `default`.
 fn env_rounds(default: usize) -> usize {
-    std::env::var("NEWSDEDUP_BENCH_ROUNDS")
+    env_usize("NEWSDEDUP_BENCH_ROUNDS", default)
+}
+
+/// The environment variable `name` as a number, or `default`.
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
@@ -224,6 +232,23 @@ fn main() {
                 b * 1e6 / texts.len() as f64
             );
         }
+        return;
+    }
+    if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("vendored") {
+        // The vendored jieba (what the fingerprinter segments with) against the crates.io
+        // release, same texts and calls: the two must run at the same speed.
+        measure_pair(
+            &texts,
+            env_rounds(rounds),
+            ("raw jieba cut (crates.io)", |t: &str, c: &str| {
+                black_box(jieba.cut(t, true));
+                black_box(jieba.cut(c, true));
+            }),
+            ("raw jieba cut (vendored)", |t: &str, c: &str| {
+                black_box(fp.jieba().cut(t, true));
+                black_box(fp.jieba().cut(c, true));
+            }),
+        );
         return;
     }
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("cut") {
