@@ -13,6 +13,9 @@ pub struct Cleaner {
     attribute: Regex,
     url: Regex,
     boilerplate_line: Regex,
+    /// Literals one of which every boilerplate line contains: checked first (a SIMD literal
+    /// search), so most lines never run the full pattern.
+    boilerplate_hint: Regex,
     read_more: Regex,
     strip_boilerplate: bool,
     fold_traditional: bool,
@@ -124,6 +127,12 @@ fn unchanged_prefix_len(bytes: &[u8], fold: Option<&FoldTable>) -> usize {
     i
 }
 
+/// A necessary condition for `boilerplate_line`: each of its alternatives contains one of these
+/// literals (a source label, `【`, or the start of a call-to-action phrase; "来源" covers
+/// "新闻来源" and the like). Literal alternatives compile to a SIMD search, where the full
+/// pattern (anchored, with `.*`) walks every byte of the line through a DFA.
+const BOILERPLATE_HINT: &str = "来源|稿源|出处|转自|编辑|责编|原标题|原文标题|原题|作者|图源|摄影|声明|【|阅读|查看|展开全文|关注|长按|本文|转载请注明|未经授权|侵删|广告|更多精彩|下载";
+
 /// Lines longer than this (in bytes) are story text, never boilerplate.
 const MAX_BOILERPLATE_LINE: usize = 240;
 
@@ -158,6 +167,7 @@ impl Cleaner {
                 r")$"
             ))
             .expect("static regex"),
+            boilerplate_hint: Regex::new(BOILERPLATE_HINT).expect("static regex"),
             // The same call-to-action phrases glued to the end of a truncated body. Literal
             // alternatives only, so the regex engine can skip through text with a prefilter.
             read_more: Regex::new("阅读全文|点击查看原文|查看原文|查看全文|展开全文|阅读原文")
@@ -229,6 +239,7 @@ impl Cleaner {
         }) {
             let boilerplate = self.strip_boilerplate
                 && line.len() <= MAX_BOILERPLATE_LINE
+                && self.boilerplate_hint.is_match(line)
                 && self.boilerplate_line.is_match(line.trim_end_matches('\r'));
             if !boilerplate {
                 push_collapsed(line, out);
@@ -743,6 +754,80 @@ mod tests {
             Cleaner::new(false).clean("来源：新华网\n正文"),
             "来源:新华网\n正文"
         );
+    }
+
+    /// The hint may only skip lines the full pattern would not match: every keyword of the
+    /// pattern, in every line shape it accepts, passes the hint.
+    #[test]
+    fn boilerplate_hint_never_skips_a_boilerplate_line() {
+        let c = Cleaner::new(true);
+        let labels = [
+            "来源",
+            "稿源",
+            "出处",
+            "新闻来源",
+            "文章来源",
+            "本文来源",
+            "信息来源",
+            "转自",
+            "责任编辑",
+            "责编",
+            "编辑",
+            "原标题",
+            "原文标题",
+            "原题",
+            "作者",
+            "图片来源",
+            "图源",
+            "摄影",
+            "免责声明",
+            "声明",
+            "版权声明",
+            "转载声明",
+            "特别声明",
+        ];
+        let calls = [
+            "阅读全文",
+            "查看原文",
+            "点击查看",
+            "阅读原文",
+            "展开全文",
+            "查看全文",
+            "关注我们",
+            "关注公众号",
+            "关注微信",
+            "扫码关注",
+            "长按识别",
+            "长按二维码",
+            "本文来自",
+            "本文转载自",
+            "转载请注明",
+            "未经授权",
+            "侵删",
+            "广告",
+            "更多精彩",
+            "下载新闻客户端",
+        ];
+        let mut lines: Vec<String> = Vec::new();
+        for l in labels {
+            lines.push(format!("{l}:新华网"));
+            lines.push(format!("  【{l} | 张三】"));
+            lines.push(format!("({l}:张三)"));
+        }
+        for p in calls {
+            lines.push(p.to_owned());
+            lines.push(format!("请{p}获取更多"));
+        }
+        lines.push("【环球网报道】".to_owned());
+        for line in &lines {
+            assert!(c.boilerplate_line.is_match(line), "{line}: not boilerplate");
+            assert!(
+                c.boilerplate_hint.is_match(line),
+                "{line}: skipped by the hint"
+            );
+        }
+        // And a story line is skipped by the hint without running the full pattern.
+        assert!(!c.boilerplate_hint.is_match("记者从市政府获悉,地铁将开通"));
     }
 
     #[test]
