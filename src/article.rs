@@ -273,6 +273,13 @@ impl<'a> Article<'a> {
         if out.last() == Some(&b'}') {
             out.pop();
         }
+        // `{"id": "a" }` -> `{"id": "a",` rather than `{"id": "a" ,`.
+        while out
+            .last()
+            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            out.pop();
+        }
         // A valid article has an `id`, so the object is never empty: a member follows.
         out.push(b',');
         Ok(out)
@@ -485,6 +492,8 @@ mod tests {
         let open = String::from_utf8(a.render_open().unwrap()).unwrap();
         let body = raw.trim_end();
         assert_eq!(open, format!("{},", &body[..body.len() - 1]));
+        let a = parse("{\"id\": \"a\", \"content\": \"x\" \t}").unwrap();
+        assert_eq!(a.render_open().unwrap(), br#"{"id": "a", "content": "x","#);
         // A `dedup` member of the input is dropped (the decision's own is appended).
         let a = parse(r#"{"id":"a","dedup":{"decision":"forged"},"content":"x","k":2}"#).unwrap();
         let open = String::from_utf8(a.render_open().unwrap()).unwrap();
