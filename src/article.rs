@@ -576,6 +576,121 @@ mod tests {
         assert_eq!(e.id.as_deref(), Some("a9"));
     }
 
+    /// The validation rules as they were written against a decoded `serde_json::Value` map
+    /// (before fields were parsed borrowed): the reason class and the fields read.
+    fn reference(raw: &str) -> Result<(String, String, String, Option<String>), InvalidReason> {
+        let v: Value = serde_json::from_str(raw).map_err(|_| InvalidReason::BadJson)?;
+        let m = v.as_object().ok_or(InvalidReason::NotObject)?;
+        let string = |k: &str| -> Result<Option<String>, InvalidReason> {
+            match m.get(k) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(InvalidReason::WrongType),
+            }
+        };
+        let id = string("id")?.ok_or(InvalidReason::MissingField)?;
+        if id.is_empty() || id.len() > MAX_ID_BYTES {
+            return Err(InvalidReason::BadId);
+        }
+        let content = string("content")?.ok_or(InvalidReason::MissingField)?;
+        let title = string("title")?.unwrap_or_default();
+        let url = string("url")?;
+        string("source")?;
+        string("published_at")?;
+        if content.trim().is_empty() && title.trim().is_empty() {
+            return Err(InvalidReason::EmptyText);
+        }
+        Ok((id, content, title, url))
+    }
+
+    /// Random records built from awkward pieces (escaped and repeated member names, nulls, nested
+    /// values, numbers, \u escapes and surrogate pairs, broken syntax) are judged as the
+    /// `Value`-map rules judged them, with the same fields read.
+    #[test]
+    fn borrowed_parse_agrees_with_the_value_map_rules() {
+        let names = [
+            r#""id""#,
+            r#""\u0069d""#,
+            r#""content""#,
+            r#""cont\u0065nt""#,
+            r#""title""#,
+            r#""url""#,
+            r#""source""#,
+            r#""published_at""#,
+            r#""dedup""#,
+            r#""extra""#,
+            r#""""#,
+        ];
+        let values = [
+            r#""a1""#,
+            r#""""#,
+            r#""  ""#,
+            r#""\u4e2d\u6587 正文""#,
+            r#""\ud83d\ude00 x""#,
+            r#""line\nbreak \"quoted\"""#,
+            "null",
+            "true",
+            "0",
+            "-1.5e300",
+            "123456789012345678901234567890",
+            "[]",
+            r#"[1,{"a":[null]}]"#,
+            r#"{"k":"v"}"#,
+            r#"{"id":"nested"}"#,
+        ];
+        let mut state = 0x2545f4914f6cdd1du64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for round in 0..20_000 {
+            let members = next(6);
+            let mut raw = String::from("{");
+            for i in 0..members {
+                if i > 0 {
+                    raw.push(',');
+                }
+                raw.push_str(names[next(names.len())]);
+                raw.push(':');
+                raw.push_str(values[next(values.len())]);
+            }
+            raw.push('}');
+            match next(20) {
+                0 => {
+                    raw.pop(); // truncated
+                }
+                1 => raw.push_str(" x"),            // trailing garbage
+                2 => raw = format!(" \t{raw}\r\n"), // surrounding whitespace
+                _ => {}
+            }
+            let ours = parse(&raw).map(|a| {
+                (
+                    a.id().to_owned(),
+                    a.content().to_owned(),
+                    a.title().to_owned(),
+                    a.url().map(str::to_owned),
+                )
+            });
+            let ours = ours.map_err(|e| e.reason);
+            assert_eq!(ours, reference(&raw), "round {round}: {raw}");
+            seen.insert(ours.err().map(InvalidReason::as_str));
+        }
+        // Every outcome a record can have here did occur.
+        for want in [
+            None,
+            Some("bad_json"),
+            Some("missing_field"),
+            Some("wrong_type"),
+            Some("bad_id"),
+            Some("empty_text"),
+        ] {
+            assert!(seen.contains(&want), "{want:?} never produced: {seen:?}");
+        }
+    }
+
     #[test]
     fn id_length_limit() {
         let long = "x".repeat(MAX_ID_BYTES + 1);
