@@ -254,32 +254,23 @@ impl<'a> Article<'a> {
     /// The record's own text is reused as it is (members, order, number spelling and escapes
     /// untouched) unless it has a `dedup` member, which only a re-encode can take out.
     pub fn render_open(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let mut out = if self.has_dedup {
+        let reencoded;
+        let object = if self.has_dedup {
             let mut fields: Map<String, Value> = serde_json::from_str(self.raw)?;
             fields.shift_remove("dedup");
-            serde_json::to_vec(&fields)?
+            reencoded = serde_json::to_string(&fields)?;
+            reencoded.as_str()
         } else {
-            // A valid record is one object, so its text ends with `}` (trailing JSON whitespace
-            // aside).
-            let text = self
-                .raw
-                .trim_end_matches([' ', '\t', '\n', '\r'])
-                .as_bytes();
-            // Room for the `dedup` member, so appending it does not copy the record again.
-            let mut out = Vec::with_capacity(text.len() + 320);
-            out.extend_from_slice(text);
-            out
+            self.raw
         };
-        if out.last() == Some(&b'}') {
-            out.pop();
-        }
-        // `{"id": "a" }` -> `{"id": "a",` rather than `{"id": "a" ,`.
-        while out
-            .last()
-            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
-        {
-            out.pop();
-        }
+        // A valid record is one object, so its text ends with `}` (JSON whitespace aside): drop it
+        // and the whitespace before it, `{"id": "a" }` -> `{"id": "a"`.
+        let ws = [' ', '\t', '\n', '\r'];
+        let body = object.trim_end_matches(ws);
+        let body = body.strip_suffix('}').unwrap_or(body).trim_end_matches(ws);
+        // Room for the `dedup` member, so appending it does not copy the record again.
+        let mut out = Vec::with_capacity(body.len() + 320);
+        out.extend_from_slice(body.as_bytes());
         // A valid article has an `id`, so the object is never empty: a member follows.
         out.push(b',');
         Ok(out)
@@ -331,6 +322,29 @@ enum FieldValue<'a> {
     Other(&'static str),
 }
 
+/// Visitor methods for values a caller only names (in an error message): numbers, booleans and
+/// arrays (skipped without decoding), as `$other("a number")` and so on.
+macro_rules! visit_named_kinds {
+    ($other:path) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($other("a boolean"))
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($other("a number"))
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($other("a number"))
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($other("a number"))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($other("an array"))
+        }
+    };
+}
+
 impl<'de> Deserialize<'de> for TopLevel<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -359,24 +373,9 @@ impl<'de> Deserialize<'de> for TopLevel<'de> {
                 }
                 Ok(TopLevel::Object(fields))
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(TopLevel::Other("an array"))
-            }
+            visit_named_kinds!(TopLevel::Other);
             fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
                 Ok(TopLevel::Other("a string"))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(TopLevel::Other("a boolean"))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(TopLevel::Other("a number"))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(TopLevel::Other("a number"))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(TopLevel::Other("a number"))
             }
             fn visit_unit<E>(self) -> Result<Self::Value, E> {
                 Ok(TopLevel::Other("null"))
@@ -431,22 +430,7 @@ impl<'de> Deserialize<'de> for FieldValue<'de> {
             fn visit_none<E>(self) -> Result<Self::Value, E> {
                 Ok(FieldValue::Null)
             }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(FieldValue::Other("a boolean"))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(FieldValue::Other("a number"))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(FieldValue::Other("a number"))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(FieldValue::Other("a number"))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                while seq.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(FieldValue::Other("an array"))
-            }
+            visit_named_kinds!(FieldValue::Other);
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
                 Ok(FieldValue::Other("an object"))
