@@ -39,6 +39,19 @@ const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 /// Load factor above which the table doubles, in eighths.
 const MAX_LOAD_EIGHTHS: usize = 6;
 
+/// Hint the processor to start loading `item` into cache.
+/// [newsdedup change] upstream reads the value through `black_box` instead.
+#[inline(always)]
+fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no observable effect, and the pointer is to a live value.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch((item as *const T).cast::<i8>(), core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = std::hint::black_box(item);
+}
+
 #[derive(Clone, Copy, Default)]
 struct Slot {
     /// Packed `(parent, char)` plus one, and the first child filter; 0
@@ -194,7 +207,7 @@ impl CharTrie {
         // cannot overlap with the next position's chain, so the slot the
         // second character of a position a few steps ahead will need is
         // touched now. By the time the walk arrives it is in cache.
-        const LOOKAHEAD: usize = 3;
+        const LOOKAHEAD: usize = 4;
 
         let n = chars.len();
 
@@ -205,7 +218,7 @@ impl CharTrie {
                 let child = self.root[c1 as usize].child;
                 if child & filter_bits(c2).1 != 0 {
                     let i = self.index(key(child & ID_MASK, c2));
-                    std::hint::black_box(self.slots[i].key);
+                    prefetch(&self.slots[i]);
                 }
             }
 
