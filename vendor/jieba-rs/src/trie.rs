@@ -42,7 +42,7 @@ const MAX_LOAD_EIGHTHS: usize = 6;
 /// Hint the processor to start loading `item` into cache.
 /// [newsdedup change] upstream reads the value through `black_box` instead.
 #[inline(always)]
-fn prefetch<T>(item: &T) {
+pub(crate) fn prefetch<T>(item: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch has no observable effect, and the pointer is to a live value.
     unsafe {
