@@ -206,7 +206,10 @@ impl CharTrie {
         // Walking a position is a chain of dependent loads that the processor
         // cannot overlap with the next position's chain, so the slot the
         // second character of a position a few steps ahead will need is
-        // touched now. By the time the walk arrives it is in cache.
+        // requested now. By the time the walk arrives it is in cache.
+        // [newsdedup change] a prefetch four positions ahead; upstream loads
+        // the slot three ahead, a load that cannot retire before its data
+        // arrives and so stalled the walk (38% of its profile samples).
         const LOOKAHEAD: usize = 4;
 
         let n = chars.len();
