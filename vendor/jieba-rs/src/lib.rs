@@ -750,7 +750,9 @@ impl Jieba {
             .for_each_prefix_at_every_char(chars, |char_idx, end, word_id| {
                 // [newsdedup change] `calc` reads every edge's log frequency: a
                 // 2.8 MB table read at random, which stalled it. Requested here,
-                // the loads overlap with the walk.
+                // the loads overlap with the walk. (Only where a real prefetch
+                // exists: elsewhere `prefetch` is a load, which would stall here.)
+                #[cfg(target_arch = "x86_64")]
                 if let Some(log_freq) = self.log_freqs.get(word_id as usize) {
                     trie::prefetch(log_freq);
                 }

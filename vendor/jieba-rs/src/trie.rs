@@ -40,16 +40,18 @@ const MULTIPLIER: u64 = 0x9E37_79B9_7F4A_7C15;
 const MAX_LOAD_EIGHTHS: usize = 6;
 
 /// Hint the processor to start loading `item` into cache.
-/// [newsdedup change] upstream reads the value through `black_box` instead.
+/// [newsdedup change] upstream reads the value through `black_box` instead,
+/// which is what other architectures still do (stable Rust has a prefetch
+/// intrinsic only for x86).
 #[inline(always)]
-pub(crate) fn prefetch<T>(item: &T) {
+pub(crate) fn prefetch<T: Copy>(item: &T) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch has no observable effect, and the pointer is to a live value.
     unsafe {
         core::arch::x86_64::_mm_prefetch((item as *const T).cast::<i8>(), core::arch::x86_64::_MM_HINT_T0);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = std::hint::black_box(item);
+    std::hint::black_box(*item);
 }
 
 #[derive(Clone, Copy, Default)]
