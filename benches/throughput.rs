@@ -236,7 +236,8 @@ fn main() {
     }
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("vendored") {
         // The vendored jieba (what the fingerprinter segments with) against the crates.io
-        // release, same texts and calls: the two must run at the same speed.
+        // release, same texts and calls: the copy's prefetches should keep it the faster one
+        // (vendor/jieba-rs/VENDORED.md).
         measure_pair(
             &texts,
             env_rounds(rounds),

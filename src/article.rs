@@ -14,9 +14,6 @@ pub const MAX_ID_BYTES: usize = 512;
 /// Default cap on one raw article record. Large enough for a 10 MB article body.
 pub const DEFAULT_MAX_ARTICLE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Optional string fields: if present (and not null) they must be strings.
-const OPTIONAL_STRING_FIELDS: [&str; 4] = ["title", "url", "source", "published_at"];
-
 /// Why a record is not a valid article. The code (`as_str`) is stable: it is a metrics label and
 /// appears in DLQ headers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -176,49 +173,42 @@ impl<'a> Article<'a> {
                 ),
             ));
         }
-        let fail = |reason, message: String| {
-            Err(InvalidArticle::new(reason, message).with_id(Some(id.clone().into_owned())))
+        let invalid = |reason, message: String| {
+            InvalidArticle::new(reason, message).with_id(Some(id.clone().into_owned()))
         };
         let content = match f.content {
             None | Some(FieldValue::Null) => {
-                return fail(
+                return Err(invalid(
                     InvalidReason::MissingField,
                     "missing required field `content`".into(),
-                )
+                ))
             }
             Some(FieldValue::Str(content)) => content,
             Some(FieldValue::Other(kind)) => {
-                return fail(
+                return Err(invalid(
                     InvalidReason::WrongType,
                     format!("field `content` must be a string, got {kind}"),
-                )
+                ))
             }
         };
         // Optional string fields: if present (and not null) they must be strings.
-        let optional = |v: Option<FieldValue<'a>>| match v {
+        let optional = |name: &str, v: Option<FieldValue<'a>>| match v {
             None | Some(FieldValue::Null) => Ok(None),
             Some(FieldValue::Str(s)) => Ok(Some(s)),
-            Some(FieldValue::Other(kind)) => Err(kind),
+            Some(FieldValue::Other(kind)) => Err(invalid(
+                InvalidReason::WrongType,
+                format!("field `{name}` must be a string, got {kind}"),
+            )),
         };
-        let [title, url, source, published_at] =
-            [f.title, f.url, f.source, f.published_at].map(optional);
-        let checked = [&title, &url, &source, &published_at];
-        for (name, value) in OPTIONAL_STRING_FIELDS.iter().zip(checked) {
-            if let Err(kind) = value {
-                return fail(
-                    InvalidReason::WrongType,
-                    format!("field `{name}` must be a string, got {kind}"),
-                );
-            }
-        }
-        // Both checked above: `ok()` only drops the impossible `Err`.
-        let title = title.ok().flatten().unwrap_or_default();
-        let url = url.ok().flatten();
+        let title = optional("title", f.title)?.unwrap_or_default();
+        let url = optional("url", f.url)?;
+        optional("source", f.source)?;
+        optional("published_at", f.published_at)?;
         if content.trim().is_empty() && title.trim().is_empty() {
-            return fail(
+            return Err(invalid(
                 InvalidReason::EmptyText,
                 "nothing to fingerprint: `content` and `title` are both empty".into(),
-            );
+            ));
         }
         Ok(Article {
             raw,

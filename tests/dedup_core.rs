@@ -88,19 +88,7 @@ fn word_id_path_equals_string_path() {
             "綜合報導：台灣新北市今天舉行記者會，市長表示將推動新政策。".into(),
         ),
     ];
-    for file in [
-        "peoples_daily_2019_2020.jsonl",
-        "sina_2018_patrick233.jsonl",
-        "bdci2019_inews.jsonl",
-        "sogou_smarty_2008_2012.jsonl",
-    ] {
-        for a in common::corpus_articles(file, 250) {
-            texts.push((
-                common::str_field(&a, "title").to_owned(),
-                common::str_field(&a, "content").to_owned(),
-            ));
-        }
-    }
+    texts.extend(common::corpus_texts(250));
     for (title, content) in &texts {
         let got = fast.analyze(title, content);
         let want = reference.analyze(title, content);

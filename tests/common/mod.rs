@@ -13,6 +13,29 @@ pub fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/corpus")
 }
 
+/// The corpus files, in the order the tests read them.
+pub const CORPUS_FILES: [&str; 4] = [
+    "peoples_daily_2019_2020.jsonl",
+    "sina_2018_patrick233.jsonl",
+    "bdci2019_inews.jsonl",
+    "sogou_smarty_2008_2012.jsonl",
+];
+
+/// `(title, content)` of the first `per_file` articles of every corpus file ("" for a missing
+/// title).
+pub fn corpus_texts(per_file: usize) -> Vec<(String, String)> {
+    CORPUS_FILES
+        .iter()
+        .flat_map(|file| corpus_articles(file, per_file))
+        .map(|a| {
+            (
+                str_field(&a, "title").to_owned(),
+                str_field(&a, "content").to_owned(),
+            )
+        })
+        .collect()
+}
+
 /// The first `n` articles of a corpus file, as JSON objects.
 pub fn corpus_articles(file: &str, n: usize) -> Vec<serde_json::Map<String, Value>> {
     let path = corpus_dir().join(file);
