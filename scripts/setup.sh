@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building newsdedup needs on a bare Debian machine: libclang for RocksDB's
-# bindgen, a C/C++ toolchain for RocksDB and librdkafka, python3 for scripts/. Idempotent.
+# bindgen, OpenSSL for librdkafka's TLS, a C/C++ toolchain for RocksDB and librdkafka, python3 for scripts/. Idempotent.
 set -euo pipefail
 
 need=()
 dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+# librdkafka's TLS and SASL/SCRAM link the system OpenSSL.
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v make >/dev/null 2>&1 || need+=(make)
