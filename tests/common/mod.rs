@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod kafka;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
