@@ -81,6 +81,7 @@ fn main() {
                 decision: StoredDecision::Unique,
                 matched: None,
                 sketch: Some(random_sketch(&mut rng)),
+                revision: None,
             };
             index.insert(&format!("article:{seq}"), &rec, true).unwrap();
             if last_print.elapsed().as_secs() >= 10 {

@@ -51,7 +51,7 @@ echo "== producing $N articles (backlog)" >&2
 
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 "$BIN" run --brokers "$B" --index-dir "$WORK/index" --metrics-addr "127.0.0.1:$PORT" \
-    -X session.timeout.ms=6000 -X heartbeat.interval.ms=500 -X max.poll.interval.ms=10000 \
+    -X session.timeout.ms=6000 -X heartbeat.interval.ms=500 -X max.poll.interval.ms=10000 --rebalance-timeout-ms 5000 \
     ${NEWSDEDUP_BENCH_ARGS:-} 2>"$WORK/service.log" &
 SERVICE_PID=$!
 

@@ -54,7 +54,8 @@
 #
 # Known Tansu 0.6.0 gaps (measured; design clients/tests around them):
 #   * Consumer-group join is slow: ~23 s with librdkafka defaults. With
-#     session.timeout.ms=6000, heartbeat.interval.ms=500, max.poll.interval.ms=10000
+#     session.timeout.ms=6000, heartbeat.interval.ms=500, max.poll.interval.ms=10000 (and
+#     --rebalance-timeout-ms below the last, e.g. 5000)
 #     it takes ~3 s. Tests using subscribe() should set these; assign() avoids the join.
 #   * fetch_watermarks / ListOffsets(latest) returns "base offset of the last batch + 1",
 #     not "offset of the last record + 1": with multi-record batches the high watermark

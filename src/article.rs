@@ -5,7 +5,7 @@
 //! original order.
 
 use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -91,7 +91,7 @@ impl InvalidArticle {
 
 /// A validated article, borrowing the record it was read from. Only the fields newsdedup reads
 /// are decoded (strings without escapes stay borrowed); every other member is checked for syntax
-/// and skipped, and reaches the output as the original text (see [`Article::render_open`]).
+/// and skipped, and reaches the output as the original text (see [`crate::output::open_record`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Article<'a> {
     /// The whole record: valid UTF-8, one JSON object.
@@ -237,33 +237,14 @@ impl<'a> Article<'a> {
         self.url.as_deref()
     }
 
-    /// This article as the start of its output record: the input object with every member except
-    /// `dedup` (the decision's own `dedup` replaces it), left open for one more member, i.e.
-    /// `{"id":"a",...,`. [`crate::dedup::close_record`] completes it.
-    ///
-    /// The record's own text is reused as it is (members, order, number spelling and escapes
-    /// untouched) unless it has a `dedup` member, which only a re-encode can take out.
-    pub fn render_open(&self) -> Result<Vec<u8>, serde_json::Error> {
-        let reencoded;
-        let object = if self.has_dedup {
-            let mut fields: Map<String, Value> = serde_json::from_str(self.raw)?;
-            fields.shift_remove("dedup");
-            reencoded = serde_json::to_string(&fields)?;
-            reencoded.as_str()
-        } else {
-            self.raw
-        };
-        // A valid record is one object, so its text ends with `}` (JSON whitespace aside): drop it
-        // and the whitespace before it, `{"id": "a" }` -> `{"id": "a"`.
-        let ws = [' ', '\t', '\n', '\r'];
-        let body = object.trim_end_matches(ws);
-        let body = body.strip_suffix('}').unwrap_or(body).trim_end_matches(ws);
-        // Room for the `dedup` member, so appending it does not copy the record again.
-        let mut out = Vec::with_capacity(body.len() + 320);
-        out.extend_from_slice(body.as_bytes());
-        // A valid article has an `id`, so the object is never empty: a member follows.
-        out.push(b',');
-        Ok(out)
+    /// The record's own text (trimmed of nothing; see `output::open_record`).
+    pub(crate) fn raw(&self) -> &'a str {
+        self.raw
+    }
+
+    /// The record has a `dedup` member (which the output replaces).
+    pub(crate) fn has_dedup_member(&self) -> bool {
+        self.has_dedup
     }
 }
 
@@ -450,7 +431,7 @@ mod tests {
         assert_eq!(a.content(), "正文");
         assert_eq!(a.title(), "标题");
         assert_eq!(a.url(), None);
-        let open = String::from_utf8(a.render_open().unwrap()).unwrap();
+        let open = String::from_utf8(crate::output::open_record(&a).unwrap()).unwrap();
         assert_eq!(
             open,
             r#"{"z":1,"id":"a1","content":"正文","title":"标题","extra":{"k":[1,2]},"#
@@ -463,14 +444,17 @@ mod tests {
         let raw = r#" {"id": "a", "n": 1.50e3, "big": 123456789012345678901234567890, "content": "\u6b63文"}  "#;
         let a = parse(raw).unwrap();
         assert_eq!(a.content(), "正文");
-        let open = String::from_utf8(a.render_open().unwrap()).unwrap();
+        let open = String::from_utf8(crate::output::open_record(&a).unwrap()).unwrap();
         let body = raw.trim_end();
         assert_eq!(open, format!("{},", &body[..body.len() - 1]));
         let a = parse("{\"id\": \"a\", \"content\": \"x\" \t}").unwrap();
-        assert_eq!(a.render_open().unwrap(), br#"{"id": "a", "content": "x","#);
+        assert_eq!(
+            crate::output::open_record(&a).unwrap(),
+            br#"{"id": "a", "content": "x","#
+        );
         // A `dedup` member of the input is dropped (the decision's own is appended).
         let a = parse(r#"{"id":"a","dedup":{"decision":"forged"},"content":"x","k":2}"#).unwrap();
-        let open = String::from_utf8(a.render_open().unwrap()).unwrap();
+        let open = String::from_utf8(crate::output::open_record(&a).unwrap()).unwrap();
         assert_eq!(open, r#"{"id":"a","content":"x","k":2,"#);
     }
 
@@ -490,11 +474,11 @@ mod tests {
         let nested = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
         let deep = format!(r#"{{"id":"a","content":"x","k":{nested}}}"#);
         let a = parse(&deep).unwrap();
-        assert_eq!(a.render_open().unwrap().len(), deep.len());
+        assert_eq!(crate::output::open_record(&a).unwrap().len(), deep.len());
         // Re-encoding (only to drop an input `dedup` member) is depth-limited: an error, not a
         // stack overflow.
         let deep = format!(r#"{{"id":"a","content":"x","dedup":1,"k":{nested}}}"#);
-        assert!(parse(&deep).unwrap().render_open().is_err());
+        assert!(crate::output::open_record(&parse(&deep).unwrap()).is_err());
         // A field newsdedup reads is decoded, and must be a string.
         let deep = format!(r#"{{"id":"a","content":{nested}}}"#);
         assert_eq!(parse(&deep).unwrap_err().reason, InvalidReason::WrongType);

@@ -5,12 +5,64 @@
 //! flight can never both come out unique). Fingerprinting, the expensive part, happens before and
 //! in parallel; only this step is serial.
 
-use crate::config::DedupConfig;
 use crate::error::IndexError;
-use crate::index::{ArticleStore, Candidate, MatchRef, StoredArticle, StoredDecision};
+use crate::index::{ArticleStore, Candidate, MatchRef, Revision, StoredArticle, StoredDecision};
 use crate::simhash::Fingerprint;
 use crate::sketch::{Similarity, Sketch};
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+
+/// Settings of the decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DedupConfig {
+    /// Largest Hamming distance at which two articles are near-duplicates. Up to 3 is exhaustive
+    /// (pigeonhole over four 16-bit blocks); above 3 only candidates sharing a block are seen.
+    pub threshold: u32,
+    /// Second check of candidates within `threshold`: the estimated 4-gram containment must be at
+    /// least this (0 disables). Removes templated reports whose word mix is alike but text is not.
+    pub confirm_min_containment: f64,
+    /// Candidates beyond `threshold` up to this distance (found because they share a 16-bit block)
+    /// are duplicates if the second check is strong: admits reposts whose edits moved the simhash a
+    /// little too far. 0 disables.
+    pub rescue_distance: u32,
+    /// Minimum estimated 4-gram containment for a rescued candidate (beyond `threshold`).
+    pub rescue_min_containment: f64,
+    /// Minimum estimated 4-gram Jaccard for a rescued candidate. The containment estimate is
+    /// derived from the Jaccard estimate and the two lengths; with a small Jaccard it is mostly
+    /// noise (a short text "contained" in a long unrelated one), so both must hold.
+    pub rescue_min_jaccard: f64,
+    /// Also look for candidates through the content sketch's LSH bands (finds reposts whose simhash
+    /// moved far, e.g. truncated ones); they are judged by the rescue rule.
+    pub sketch_search: bool,
+}
+
+impl DedupConfig {
+    /// Whether a candidate at simhash `distance` with second-check score `sim` is a duplicate.
+    pub fn accepts(&self, distance: u32, sim: Option<Similarity>) -> bool {
+        if distance <= self.threshold {
+            sim.is_none_or(|s| s.containment >= self.confirm_min_containment)
+        } else {
+            (self.sketch_search || distance <= self.rescue_distance)
+                && sim.is_some_and(|s| {
+                    s.containment >= self.rescue_min_containment
+                        && s.jaccard >= self.rescue_min_jaccard
+                })
+        }
+    }
+}
+
+impl Default for DedupConfig {
+    fn default() -> Self {
+        DedupConfig {
+            threshold: 3,
+            confirm_min_containment: 0.0,
+            rescue_distance: 0,
+            rescue_min_containment: 0.8,
+            rescue_min_jaccard: 0.45,
+            sketch_search: true,
+        }
+    }
+}
 
 /// What the decision needs to know about an article.
 #[derive(Debug, Clone, Copy)]
@@ -41,59 +93,27 @@ pub struct Decision {
     pub candidates: usize,
     /// Second-check score against the match (when both sides have a sketch).
     pub similarity: Option<Similarity>,
+    /// Set when the id was known with other content: this decision replaced that version.
+    pub revision: Option<Revision>,
 }
 
 impl Decision {
     pub fn is_duplicate(&self) -> bool {
         matches!(self.verdict, Verdict::Duplicate(_))
     }
-
-    /// The `dedup` object of the output record.
-    pub fn to_json(&self) -> Value {
-        match &self.verdict {
-            Verdict::Unique => {
-                json!({"decision": "unique", "fingerprint": self.fingerprint.to_hex()})
-            }
-            Verdict::Duplicate(m) => json!({
-                "decision": "duplicate",
-                "fingerprint": self.fingerprint.to_hex(),
-                "match": {
-                    "id": m.id,
-                    "url": m.url,
-                    "title": m.title,
-                    "fingerprint": m.fingerprint.to_hex(),
-                    "distance": m.distance,
-                    "containment": m.containment,
-                }
-            }),
-        }
-    }
 }
 
-/// The output record as JSON text: `open` (the article rendered by
-/// [`crate::article::Article::render_open`]) with the decision's `dedup` member and the closing
-/// brace appended: the input object plus `dedup` (last; an input `dedup` member is replaced).
-pub fn close_record(mut open: Vec<u8>, decision: &Decision) -> Vec<u8> {
-    open.extend_from_slice(b"\"dedup\":");
-    open.extend_from_slice(decision.to_json().to_string().as_bytes());
-    open.push(b'}');
-    open
-}
+/// Longest `match.url` / `match.title` in bytes: they only name the original for a reader, and a
+/// bound on them bounds the output record (`output::MAX_DEDUP_MEMBER_BYTES`).
+pub const MAX_MATCH_TEXT_BYTES: usize = 1024;
 
-/// The output record of an input line that is not a valid article.
-pub fn invalid_record(line: Option<u64>, id: Option<&str>, error: &str) -> Value {
-    let mut out = Map::new();
-    if let Some(line) = line {
-        out.insert("line".into(), json!(line));
+/// `text` cut to [`MAX_MATCH_TEXT_BYTES`] at a character boundary.
+fn match_text(text: &str) -> String {
+    let mut end = text.len().min(MAX_MATCH_TEXT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
     }
-    if let Some(id) = id {
-        out.insert("id".into(), json!(id));
-    }
-    out.insert(
-        "dedup".into(),
-        json!({"decision": "invalid", "error": error}),
-    );
-    Value::Object(out)
+    text[..end].to_owned()
 }
 
 /// Nearest first, then earliest seen: the rule that picks the match among candidates.
@@ -149,9 +169,14 @@ impl<S: ArticleStore> Deduper<S> {
         input: &DecisionInput<'_>,
         now_ms: u64,
     ) -> Result<Decision, IndexError> {
-        if let Some(stored) = self.store.get(input.id)? {
-            return Ok(Self::replay(stored));
-        }
+        // A known id with the same content is a replay: its stored decision, unchanged. With
+        // other content it is a new revision, decided afresh and replacing the stored version.
+        let previous = match self.store.get(input.id)? {
+            Some(stored) if stored.fingerprint == input.fingerprint => {
+                return Ok(Self::replay(stored))
+            }
+            other => other,
+        };
         let search = self.rule.threshold.max(self.rule.rescue_distance);
         self.scratch.clear();
         let mut fetched: Vec<(u64, StoredArticle)> = Vec::new();
@@ -167,8 +192,10 @@ impl<S: ArticleStore> Deduper<S> {
             &mut self.scratch,
             &mut banded,
         )?;
+        // A revision is never judged against the version it replaces.
+        self.scratch.retain(|c| c.id != input.id);
         for (seq, id) in banded {
-            if self.scratch.iter().any(|c| c.seq == seq) {
+            if id == input.id || self.scratch.iter().any(|c| c.seq == seq) {
                 continue;
             }
             if let Some(art) = self.store.get(&id)? {
@@ -202,8 +229,10 @@ impl<S: ArticleStore> Deduper<S> {
                 similarity = sim;
                 matched = Some(MatchRef {
                     id: c.id.clone(),
-                    url: original.as_ref().and_then(|o| o.url.clone()),
-                    title: original.and_then(|o| o.title),
+                    url: original
+                        .as_ref()
+                        .and_then(|o| o.url.as_deref().map(match_text)),
+                    title: original.and_then(|o| o.title.as_deref().map(match_text)),
                     fingerprint: c.fingerprint,
                     distance: c.distance,
                     containment: sim.map(|s| (s.containment * 1000.0).round() / 1000.0),
@@ -224,16 +253,25 @@ impl<S: ArticleStore> Deduper<S> {
             },
             matched: matched.clone(),
             sketch: input.sketch.copied(),
+            revision: previous.as_ref().map(|p| Revision {
+                number: p.revision.map_or(1, |r| r.number.saturating_add(1)),
+                previous_fingerprint: p.fingerprint,
+            }),
         };
         // Only unique articles become searchable: a duplicate always points at the first copy of
         // its story, never at another copy.
-        self.store.insert(input.id, &record, matched.is_none())?;
+        let searchable = matched.is_none();
+        match &previous {
+            None => self.store.insert(input.id, &record, searchable)?,
+            Some(p) => self.store.replace(input.id, p, &record, searchable)?,
+        }
         Ok(Decision {
             verdict: matched.map_or(Verdict::Unique, Verdict::Duplicate),
             fingerprint: input.fingerprint,
             replayed: false,
             candidates,
             similarity,
+            revision: record.revision,
         })
     }
 
@@ -248,6 +286,7 @@ impl<S: ArticleStore> Deduper<S> {
             replayed: true,
             candidates: 0,
             similarity: None,
+            revision: stored.revision,
         }
     }
 }

@@ -54,12 +54,10 @@ pub enum IndexError {
     },
     #[error("index at {dir} is corrupt: {message}")]
     Corrupt { dir: PathBuf, message: String },
-    #[error("RocksDB error on {dir}: {source}")]
-    Rocks {
-        dir: PathBuf,
-        #[source]
-        source: rocksdb::Error,
-    },
+    /// An error of the storage engine (RocksDB), as its message: the index interface does not
+    /// name the engine's types.
+    #[error("storage error on {dir}: {message}")]
+    Storage { dir: PathBuf, message: String },
     #[error("I/O error on {dir}: {source}")]
     Io {
         dir: PathBuf,

@@ -1,16 +1,72 @@
 //! Article text -> weighted features -> 64-bit simhash, and the identity of that computation.
 
-use crate::config::FingerprintConfig;
 use crate::error::ResourceError;
-use crate::simhash::{self, feature_hash, Fingerprint, SimhashAccumulator};
+use crate::simhash::{self, Fingerprint, SimhashAccumulator};
 use crate::sketch::{self as sketch_mod, Sketch};
 use crate::text::clean::Cleaner;
+use crate::text::filter::{parse_stopwords, TokenFilter};
 use crate::text::lexicon::Lexicon;
-use crate::text::segment::{parse_stopwords, TokenFilter};
+use crate::text::segment::{Segmenter, WordKey};
 use crate::text::weigh::{quantize, tfidf, IdfTable};
 use jieba_rs::Jieba;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Parameters of feature extraction and weighting. Every field changes fingerprints, so every
+/// field is part of the fingerprint identity (see `fingerprint::FingerprintIdentity`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FingerprintConfig {
+    /// jieba dictionary (`word freq [tag]` per line). None: the built-in copy of jieba's dict.txt.
+    pub dict_path: Option<PathBuf>,
+    /// IDF table (`word idf` per line). None: the built-in copy of jieba's idf.txt.
+    pub idf_path: Option<PathBuf>,
+    /// Stop words, one per line. None: the built-in config/stopwords_zh.txt.
+    pub stopwords_path: Option<PathBuf>,
+    /// Use jieba's HMM to find words missing from the dictionary (names, new terms).
+    pub hmm: bool,
+    /// Weight factor for words that occur in the title.
+    pub title_weight: f64,
+    /// IDF for words missing from the IDF table. None: the table's median (jieba's own convention).
+    pub unknown_idf: Option<f64>,
+    /// Keep 1-character words (most are function words or fragments).
+    pub keep_single_chars: bool,
+    /// Keep numbers (dates, amounts): they tell templated reports apart.
+    pub keep_numbers: bool,
+    /// Keep Latin-script words of 2+ letters.
+    pub keep_latin: bool,
+    /// Keep only words whose jieba part-of-speech tag starts with one of these (e.g. ["n", "v"]).
+    /// Empty: no part-of-speech filter (faster: no tagging).
+    pub pos_filter: Vec<String>,
+    /// Drop source/editor/disclaimer/call-to-action lines before segmentation.
+    pub strip_boilerplate: bool,
+    /// Fold Traditional Chinese characters to Simplified (OpenCC's character table,
+    /// config/ts_characters.txt) so that a repost converted to 繁體 matches its original.
+    pub fold_traditional: bool,
+    /// Only the first this many bytes of content are fingerprinted (bounds time per article).
+    pub max_content_bytes: usize,
+}
+
+impl Default for FingerprintConfig {
+    fn default() -> Self {
+        FingerprintConfig {
+            dict_path: None,
+            idf_path: None,
+            stopwords_path: None,
+            hmm: true,
+            title_weight: 2.0,
+            unknown_idf: None,
+            keep_single_chars: false,
+            keep_numbers: true,
+            keep_latin: true,
+            pos_filter: Vec::new(),
+            strip_boilerplate: true,
+            fold_traditional: true,
+            max_content_bytes: 1 << 20,
+        }
+    }
+}
 
 const BUILTIN_DICT: &str = include_str!("../config/jieba_dict.txt");
 const BUILTIN_IDF: &str = include_str!("../config/jieba_idf.txt");
@@ -40,6 +96,53 @@ pub struct FingerprintIdentity {
 }
 
 impl FingerprintIdentity {
+    /// The identity of fingerprints made with `config` and these resource texts.
+    fn of(config: &FingerprintConfig, dict: &str, idf: &str, stopwords: &str) -> Self {
+        // Destructured, so that a new parameter does not compile until its place in the identity
+        // is decided: a forgotten one would let an index mix incompatible fingerprints.
+        let FingerprintConfig {
+            // The files are identified by their content digests, not their paths.
+            dict_path: _,
+            idf_path: _,
+            stopwords_path: _,
+            hmm,
+            title_weight,
+            unknown_idf,
+            keep_single_chars,
+            keep_numbers,
+            keep_latin,
+            pos_filter,
+            strip_boilerplate,
+            fold_traditional,
+            max_content_bytes,
+        } = config;
+        FingerprintIdentity {
+            algorithm: simhash::ALGORITHM.into(),
+            cleaning: if *fold_traditional {
+                format!(
+                    "{CLEANING_VERSION}+ts:{}",
+                    digest(crate::text::clean::TS_CHARACTERS)
+                )
+            } else {
+                CLEANING_VERSION.into()
+            },
+            sketch: sketch_mod::SKETCH_VERSION.into(),
+            dict_xxh3: digest(dict),
+            idf_xxh3: digest(idf),
+            stopwords_xxh3: digest(stopwords),
+            hmm: *hmm,
+            title_weight: *title_weight,
+            unknown_idf: *unknown_idf,
+            keep_single_chars: *keep_single_chars,
+            keep_numbers: *keep_numbers,
+            keep_latin: *keep_latin,
+            pos_filter: pos_filter.clone(),
+            strip_boilerplate: *strip_boilerplate,
+            fold_traditional: *fold_traditional,
+            max_content_bytes: *max_content_bytes,
+        }
+    }
+
     /// Canonical JSON form (stable field order), as stored in the index.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_default()
@@ -155,14 +258,6 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     result
 }
 
-/// How the token loop identifies a feature: dictionary words by jieba's word id (their hash and
-/// IDF come from the lexicon), other words by their feature hash.
-#[derive(Debug, Clone, Copy)]
-enum WordKey {
-    Dict(u32),
-    Other(u64),
-}
-
 /// The distinct features of an article.
 #[derive(Debug, Default)]
 struct Terms {
@@ -198,11 +293,8 @@ pub struct NoFeatures;
 /// Turns title + content into a fingerprint. Immutable after construction and `Sync`: one
 /// instance serves every worker thread.
 pub struct Fingerprinter {
-    jieba: Jieba,
     cleaner: Cleaner,
-    filter: TokenFilter,
-    /// The filter's verdict, feature hash and IDF of every dictionary word, by jieba word id.
-    lexicon: Lexicon,
+    segmenter: Segmenter,
     idf: IdfTable,
     unknown_idf: f64,
     config: FingerprintConfig,
@@ -262,31 +354,7 @@ impl Fingerprinter {
                 message: format!("{} must be finite and > 0", config.title_weight),
             });
         }
-        let identity = FingerprintIdentity {
-            algorithm: simhash::ALGORITHM.into(),
-            cleaning: if config.fold_traditional {
-                format!(
-                    "{CLEANING_VERSION}+ts:{}",
-                    digest(crate::text::clean::TS_CHARACTERS)
-                )
-            } else {
-                CLEANING_VERSION.into()
-            },
-            sketch: sketch_mod::SKETCH_VERSION.into(),
-            dict_xxh3: digest(&dict),
-            idf_xxh3: digest(&idf_text),
-            stopwords_xxh3: digest(&stop_text),
-            hmm: config.hmm,
-            title_weight: config.title_weight,
-            unknown_idf: config.unknown_idf,
-            keep_single_chars: config.keep_single_chars,
-            keep_numbers: config.keep_numbers,
-            keep_latin: config.keep_latin,
-            pos_filter: config.pos_filter.clone(),
-            strip_boilerplate: config.strip_boilerplate,
-            fold_traditional: config.fold_traditional,
-            max_content_bytes: config.max_content_bytes,
-        };
+        let identity = FingerprintIdentity::of(config, &dict, &idf_text, &stop_text);
         let filter = TokenFilter::new(
             parse_stopwords(&stop_text),
             config.keep_single_chars,
@@ -298,11 +366,15 @@ impl Fingerprinter {
             idf.get_hashed(hash).unwrap_or(unknown_idf)
         });
         Ok(Fingerprinter {
-            lexicon,
-            jieba,
+            segmenter: Segmenter::new(
+                jieba,
+                filter,
+                lexicon,
+                config.hmm,
+                config.pos_filter.clone(),
+            ),
             cleaner: Cleaner::with_options(config.strip_boilerplate, config.fold_traditional),
             unknown_idf,
-            filter,
             idf,
             config: config.clone(),
             identity,
@@ -314,14 +386,14 @@ impl Fingerprinter {
     /// the reference the fast path is tested against.
     #[doc(hidden)]
     pub fn without_word_ids(mut self) -> Fingerprinter {
-        self.lexicon = Lexicon::default();
+        self.segmenter.without_word_ids();
         self
     }
 
     /// Number of dictionary words the lexicon knows to be features (for tests).
     #[doc(hidden)]
     pub fn lexicon_features(&self) -> usize {
-        self.lexicon.feature_count()
+        self.segmenter.lexicon().feature_count()
     }
 
     pub fn identity(&self) -> &FingerprintIdentity {
@@ -338,56 +410,13 @@ impl Fingerprinter {
         (self.cleaner.clean(title), self.cleaner.clean(content))
     }
 
-    /// Calls `emit(word, key)` with every kept word of `text`, in order.
-    fn for_each_word<'a>(&'a self, text: &'a str, mut emit: impl FnMut(&'a str, WordKey)) {
-        // The key of `word` if it is a feature, decided from the string. It may be a dictionary
-        // word (jieba's HMM can produce those too): `term_stats` merges such terms into their
-        // dictionary entry, once per distinct word.
-        let from_string = |word: &str| {
-            if !self.filter.keep_class(word) {
-                return None;
-            }
-            let hash = feature_hash(word);
-            (!self.filter.is_stopword(hash)).then_some(WordKey::Other(hash))
-        };
-        if self.config.pos_filter.is_empty() {
-            // Dictionary words come with their id, and one bit of the lexicon says whether each
-            // is a feature. The rest (HMM words, numbers, Latin, punctuation) are classified and
-            // hashed from the string.
-            self.jieba.cut_with_ids(text, self.config.hmm, |word, id| {
-                let key = match id.map(|id| (id, self.lexicon.is_feature(id))) {
-                    Some((id, Some(true))) => Some(WordKey::Dict(id)),
-                    Some((_, Some(false))) => None,
-                    // No id, or one the lexicon does not know.
-                    _ => from_string(word),
-                };
-                if let Some(key) = key {
-                    emit(word, key);
-                }
-            });
-        } else {
-            for tag in self.jieba.tag(text, self.config.hmm) {
-                if self
-                    .config
-                    .pos_filter
-                    .iter()
-                    .any(|p| tag.tag.starts_with(p.as_str()))
-                {
-                    if let Some(key) = from_string(tag.word) {
-                        emit(tag.word, key);
-                    }
-                }
-            }
-        }
-    }
-
     /// Term statistics of an article (cleaned title and content), into `terms` (cleared first).
     fn term_stats(&self, title: &str, content: &str, terms: &mut Terms) {
         terms.dict.clear();
         terms.other.clear();
         terms.dict.reserve(content.len() / 16);
         for (text, in_title) in [(title, true), (content, false)] {
-            self.for_each_word(text, |word, key| {
+            self.segmenter.for_each_word(text, |word, key| {
                 let new = || Term {
                     tf: 0,
                     in_title,
@@ -397,7 +426,7 @@ impl Fingerprinter {
                 // at the first occurrence, while segmentation goes on.
                 let t = match key {
                     WordKey::Dict(id) => terms.dict.entry(id).or_insert_with(|| {
-                        self.lexicon.prefetch(id);
+                        self.segmenter.lexicon().prefetch(id);
                         new()
                     }),
                     WordKey::Other(hash) => terms.other.entry(hash).or_insert_with(|| {
@@ -411,9 +440,9 @@ impl Fingerprinter {
         // A dictionary word found without its id (through the HMM, say) is the same term as
         // when found with it: merge, so that a word never counts as two features.
         let Terms { dict, other } = terms;
-        other.retain(
-            |_, term| match self.jieba.word_id(term.at.word(title, content)) {
-                Some(id) if self.lexicon.is_feature(id) == Some(true) => {
+        other.retain(|_, term| {
+            match self.segmenter.jieba().word_id(term.at.word(title, content)) {
+                Some(id) if self.segmenter.lexicon().is_feature(id) == Some(true) => {
                     let t = dict.entry(id).or_insert(Term { tf: 0, ..*term });
                     t.tf += term.tf;
                     // Titles are read first: a term is in the title iff either part is.
@@ -421,8 +450,8 @@ impl Fingerprinter {
                     false
                 }
                 _ => true,
-            },
-        );
+            }
+        });
     }
 
     /// Calls `f(hash, idf, weight, term)` for every term.
@@ -432,7 +461,12 @@ impl Fingerprinter {
             |idf: f64, term: &Term| tfidf(term.tf, idf, term.in_title, self.config.title_weight);
         for (&id, term) in &terms.dict {
             // Every `Dict` key was checked against the lexicon when it was made.
-            let facts = self.lexicon.facts(id).copied().unwrap_or_default();
+            let facts = self
+                .segmenter
+                .lexicon()
+                .facts(id)
+                .copied()
+                .unwrap_or_default();
             f(facts.hash, facts.idf, weight(facts.idf, term), term);
         }
         for (&hash, term) in &terms.other {
@@ -529,7 +563,7 @@ impl Fingerprinter {
     /// The jieba instance the fingerprinter segments with (the vendored copy, which adds
     /// `cut_with_ids`; the benchmarks' baseline is the crates.io release instead).
     pub fn jieba(&self) -> &Jieba {
-        &self.jieba
+        self.segmenter.jieba()
     }
 }
 
@@ -561,15 +595,15 @@ mod tests {
         {
             words += 1;
             let id = fp
-                .jieba
+                .jieba()
                 .word_id(word)
                 .expect("every dictionary word has an id");
-            let hash = feature_hash(word);
-            let keep = fp.filter.keep(word, hash);
-            assert_eq!(fp.lexicon.is_feature(id), Some(keep), "{word}");
+            let hash = crate::simhash::feature_hash(word);
+            let keep = fp.segmenter.filter().keep(word, hash);
+            assert_eq!(fp.segmenter.lexicon().is_feature(id), Some(keep), "{word}");
             if keep {
                 features += 1;
-                let facts = fp.lexicon.facts(id).unwrap();
+                let facts = fp.segmenter.lexicon().facts(id).unwrap();
                 assert_eq!(facts.hash, hash, "{word}");
                 let idf = fp.idf.get_hashed(hash).unwrap_or(fp.unknown_idf);
                 assert_eq!(facts.idf.to_bits(), idf.to_bits(), "{word}");
@@ -578,6 +612,6 @@ mod tests {
         assert!(words > 300_000 && features > 100_000, "{words} {features}");
         assert_eq!(fp.lexicon_features(), features);
         // Ids past the tables are left to the string path.
-        assert_eq!(fp.lexicon.is_feature(u32::MAX), None);
+        assert_eq!(fp.segmenter.lexicon().is_feature(u32::MAX), None);
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod article;
 pub mod batch;
+pub mod compare;
 pub mod config;
 pub mod dedup;
 pub mod error;
@@ -13,8 +14,10 @@ pub mod fingerprint;
 pub mod index;
 pub mod kafka;
 pub mod metrics;
+pub mod output;
 pub mod pipeline;
 pub mod service;
+pub mod settings;
 pub mod simhash;
 pub mod sketch;
 pub mod text;

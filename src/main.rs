@@ -2,16 +2,17 @@
 //! errors with context.
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
 use newsdedup::batch::{self, BatchOptions, Line};
+use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::config::{Config, DedupConfig};
 use newsdedup::dedup::Deduper;
-use newsdedup::fingerprint::{Feature, Fingerprinter};
+use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::RocksIndex;
-use newsdedup::simhash::GUARANTEED_DISTANCE;
+use newsdedup::settings::{self, RunArgs};
 use serde_json::{json, Value};
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -96,7 +97,7 @@ enum Command {
     /// Kafka consumer service: articles.raw -> articles.unique / articles.duplicate / articles.dlq.
     Run {
         #[command(flatten)]
-        args: Box<newsdedup::service::RunArgs>,
+        args: Box<RunArgs>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -128,10 +129,70 @@ enum IndexCommand {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    if let Err(e) = run(cli) {
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    // Which `run` settings came from a flag or its variable (they override the config file).
+    let given = matches
+        .subcommand_matches("run")
+        .map(settings::given_arguments)
+        .unwrap_or_default();
+    if let Err(e) = dispatch(cli, &given) {
         eprintln!("newsdedup: error: {e:#}");
         std::process::exit(1);
+    }
+}
+
+fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
+    match cli.command {
+        Command::Fingerprint {
+            input,
+            explain,
+            top,
+            common,
+        } => cmd_fingerprint(input.as_deref(), explain, top, &load_config(&common)?),
+        Command::Compare {
+            a,
+            b,
+            threshold,
+            top,
+            explain,
+            common,
+        } => cmd_compare(&a, &b, threshold, top, explain, &load_config(&common)?),
+        Command::Batch {
+            input,
+            output,
+            index_dir,
+            threshold,
+            threads: t,
+            max_article_bytes,
+            quiet,
+            common,
+        } => {
+            let opts = BatchOptions {
+                threads: threads(t),
+                max_article_bytes,
+                progress_every: (!quiet).then_some(Duration::from_secs(5)),
+            };
+            cmd_batch(
+                &input,
+                &output,
+                &index_dir,
+                threshold,
+                &opts,
+                &load_config(&common)?,
+            )
+        }
+        Command::Run { args, common } => {
+            newsdedup::service::run(*args, given, load_config(&common)?)
+        }
+        Command::Index { command } => match command {
+            IndexCommand::Stats {
+                index_dir,
+                top,
+                json,
+            } => cmd_index_stats(&index_dir, top, json),
+            IndexCommand::Verify { index_dir } => cmd_index_verify(&index_dir),
+        },
     }
 }
 
@@ -172,175 +233,148 @@ fn open_output(path: &Path) -> Result<Box<dyn Write>> {
     }
 }
 
-fn check_threshold(threshold: u32) -> Result<u32> {
-    if threshold > 64 {
-        bail!("--threshold {threshold} is out of range 0..=64");
+/// The decision rule: `[dedup]` with the threshold overridden by `--threshold`.
+fn dedup_rule(config: &Config, threshold: Option<u32>) -> Result<DedupConfig> {
+    let threshold = settings::resolve_threshold(threshold.unwrap_or(config.dedup.threshold))?;
+    if let Some(w) = settings::threshold_warning(threshold) {
+        eprintln!("newsdedup: warning: {w}");
     }
-    if threshold > GUARANTEED_DISTANCE {
-        eprintln!(
-            "newsdedup: warning: threshold {threshold} > {GUARANTEED_DISTANCE}: only candidates sharing a 16-bit block are seen, so some pairs within {threshold} will be missed"
-        );
-    }
-    Ok(threshold)
+    Ok(DedupConfig {
+        threshold,
+        ..config.dedup.clone()
+    })
 }
 
 fn threads(requested: Option<usize>) -> usize {
     requested.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
 }
 
-fn run(cli: Cli) -> Result<()> {
-    match cli.command {
-        Command::Fingerprint {
-            input,
-            explain,
-            top,
-            common,
-        } => {
-            let config = load_config(&common)?;
-            let fp = fingerprinter(&config)?;
-            let mut out = open_output(Path::new("-"))?;
-            batch::ordered_map(
-                open_input(input.as_deref())?,
-                DEFAULT_MAX_ARTICLE_BYTES,
-                threads(None),
-                256,
-                |line| fingerprint_line(&fp, line, explain, top),
-                |n, mut value: Value| -> Result<(), io::Error> {
-                    if let Some(obj) = value.as_object_mut() {
-                        if obj.contains_key("error") {
-                            obj.insert("line".into(), json!(n));
-                        }
-                    }
-                    serde_json::to_writer(&mut out, &value)?;
-                    out.write_all(b"\n")
-                },
-            )?;
-            out.flush()?;
-            Ok(())
-        }
-        Command::Compare {
-            a,
-            b,
-            threshold,
-            top,
-            explain,
-            common,
-        } => {
-            let config = load_config(&common)?;
-            let threshold = check_threshold(threshold.unwrap_or(config.dedup.threshold))?;
-            let fp = fingerprinter(&config)?;
-            let rule = DedupConfig {
-                threshold,
-                ..config.dedup.clone()
-            };
-            let report = compare(&fp, &a, &b, &rule, top, explain)?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(())
-        }
-        Command::Batch {
-            input,
-            output,
-            index_dir,
-            threshold,
-            threads: t,
-            max_article_bytes,
-            quiet,
-            common,
-        } => {
-            let config = load_config(&common)?;
-            let threshold = check_threshold(threshold.unwrap_or(config.dedup.threshold))?;
-            let fp = fingerprinter(&config)?;
-            let index = RocksIndex::open(&index_dir, fp.identity(), &config.index)?;
-            let mut deduper = Deduper::with_config(
-                index,
-                DedupConfig {
-                    threshold,
-                    ..config.dedup.clone()
-                },
-            );
-            let mut out = open_output(&output)?;
-            let opts = BatchOptions {
-                threads: threads(t),
-                max_article_bytes,
-                progress_every: (!quiet).then_some(Duration::from_secs(5)),
-            };
-            let summary = batch::run_batch(open_input(Some(&input))?, &mut out, &fp, &mut deduper, &opts)
-                .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
-            deduper.store().sync()?;
-            eprintln!("batch: done: {}", summary.to_json());
-            Ok(())
-        }
-        Command::Run { args, common } => newsdedup::service::run(*args, load_config(&common)?),
-        Command::Index { command } => match command {
-            IndexCommand::Stats {
-                index_dir,
-                top,
-                json,
-            } => {
-                ensure_index_exists(&index_dir)?;
-                let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
-                let stats = index.stats(top)?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&stats)?);
-                } else {
-                    println!("index:            {}", stats.dir);
-                    println!(
-                        "articles:         {} ({} unique, {} duplicate)",
-                        stats.articles, stats.unique, stats.duplicate
-                    );
-                    println!(
-                        "disk:             {} bytes ({:.0} bytes/article)",
-                        stats.disk_bytes, stats.bytes_per_article
-                    );
-                    println!("identity digest:  {}", stats.identity_digest);
-                    for f in &stats.families {
-                        let largest: Vec<String> =
-                            f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
-                        println!(
-                            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
-                            f.family,
-                            f.entries,
-                            f.buckets_used,
-                            f.mean_bucket,
-                            f.max_bucket,
-                            largest.join(" ")
-                        );
-                    }
-                    let b = &stats.bands;
-                    let largest: Vec<String> =
-                        b.largest.iter().map(|(k, n)| format!("{k}:{n}")).collect();
-                    println!(
-                        "{}: {} sketch band entries in {} buckets, mean {:.2}, max {}; {} shared by 2+ articles, {} crowded (> {} articles, ignored: {} entries); largest {}",
-                        b.family,
-                        b.entries,
-                        b.buckets_used,
-                        b.mean_bucket,
-                        b.max_bucket,
-                        b.shared_buckets,
-                        b.crowded_buckets,
-                        newsdedup::index::rocks::MAX_BAND_BUCKET,
-                        b.crowded_entries,
-                        largest.join(" ")
-                    );
+fn cmd_fingerprint(input: Option<&Path>, explain: bool, top: usize, config: &Config) -> Result<()> {
+    let fp = fingerprinter(config)?;
+    let mut out = open_output(Path::new("-"))?;
+    batch::ordered_map(
+        open_input(input)?,
+        DEFAULT_MAX_ARTICLE_BYTES,
+        threads(None),
+        256,
+        |line| fingerprint_line(&fp, line, explain, top),
+        |n, mut value: Value| -> Result<(), io::Error> {
+            if let Some(obj) = value.as_object_mut() {
+                if obj.contains_key("error") {
+                    obj.insert("line".into(), json!(n));
                 }
-                Ok(())
             }
-            IndexCommand::Verify { index_dir } => {
-                ensure_index_exists(&index_dir)?;
-                let index = RocksIndex::open_raw(&index_dir, &Default::default())?;
-                let report = index.verify()?;
-                println!("{}", serde_json::to_string_pretty(&report)?);
-                if !report.problems.is_empty() {
-                    bail!(
-                        "index {} is inconsistent: {} problem(s)",
-                        index_dir.display(),
-                        report.problems.len()
-                    );
-                }
-                Ok(())
-            }
+            serde_json::to_writer(&mut out, &value)?;
+            out.write_all(b"\n")
         },
+    )?;
+    out.flush()?;
+    Ok(())
+}
+
+fn cmd_compare(
+    a: &Path,
+    b: &Path,
+    threshold: Option<u32>,
+    top: usize,
+    explain: bool,
+    config: &Config,
+) -> Result<()> {
+    let rule = dedup_rule(config, threshold)?;
+    let fp = fingerprinter(config)?;
+    let report = compare(
+        &fp,
+        &read_compare_input(a)?,
+        &read_compare_input(b)?,
+        &rule,
+        top,
+        explain,
+    )?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
+
+fn cmd_batch(
+    input: &Path,
+    output: &Path,
+    index_dir: &Path,
+    threshold: Option<u32>,
+    opts: &BatchOptions,
+    config: &Config,
+) -> Result<()> {
+    let rule = dedup_rule(config, threshold)?;
+    let fp = fingerprinter(config)?;
+    let index = RocksIndex::open(index_dir, fp.identity(), &config.index)?;
+    let mut deduper = Deduper::with_config(index, rule);
+    let mut out = open_output(output)?;
+    let summary = batch::run_batch(open_input(Some(input))?, &mut out, &fp, &mut deduper, opts)
+        .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
+    deduper.store().sync()?;
+    eprintln!("batch: done: {}", summary.to_json());
+    Ok(())
+}
+
+fn cmd_index_stats(index_dir: &Path, top: usize, json: bool) -> Result<()> {
+    ensure_index_exists(index_dir)?;
+    let index = RocksIndex::open_raw(index_dir, &Default::default())?;
+    let stats = index.stats(top)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&stats)?);
+        return Ok(());
     }
+    println!("index:            {}", stats.dir);
+    println!(
+        "articles:         {} ({} unique, {} duplicate)",
+        stats.articles, stats.unique, stats.duplicate
+    );
+    println!(
+        "disk:             {} bytes ({:.0} bytes/article)",
+        stats.disk_bytes, stats.bytes_per_article
+    );
+    println!("identity digest:  {}", stats.identity_digest);
+    for f in &stats.families {
+        let largest: Vec<String> = f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
+        println!(
+            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
+            f.family,
+            f.entries,
+            f.buckets_used,
+            f.mean_bucket,
+            f.max_bucket,
+            largest.join(" ")
+        );
+    }
+    let b = &stats.bands;
+    let largest: Vec<String> = b.largest.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+    println!(
+        "{}: {} sketch band entries in {} buckets, mean {:.2}, max {}; {} shared by 2+ articles, {} crowded (> {} articles, ignored: {} entries); largest {}",
+        b.family,
+        b.entries,
+        b.buckets_used,
+        b.mean_bucket,
+        b.max_bucket,
+        b.shared_buckets,
+        b.crowded_buckets,
+        newsdedup::index::rocks::MAX_BAND_BUCKET,
+        b.crowded_entries,
+        largest.join(" ")
+    );
+    Ok(())
+}
+
+fn cmd_index_verify(index_dir: &Path) -> Result<()> {
+    ensure_index_exists(index_dir)?;
+    let index = RocksIndex::open_raw(index_dir, &Default::default())?;
+    let report = index.verify()?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    if !report.problems.is_empty() {
+        bail!(
+            "index {} is inconsistent: {} problem(s)",
+            index_dir.display(),
+            report.problems.len()
+        );
+    }
+    Ok(())
 }
 
 fn ensure_index_exists(dir: &Path) -> Result<()> {
@@ -351,10 +385,6 @@ fn ensure_index_exists(dir: &Path) -> Result<()> {
         );
     }
     Ok(())
-}
-
-fn feature_json(f: &Feature) -> Value {
-    json!({"word": f.word, "weight": (f.weight * 1000.0).round() / 1000.0, "tf": f.tf, "in_title": f.in_title})
 }
 
 fn fingerprint_line(fp: &Fingerprinter, line: Line, explain: bool, top: usize) -> Value {
@@ -390,14 +420,14 @@ fn fingerprint_line(fp: &Fingerprinter, line: Line, explain: bool, top: usize) -
 }
 
 /// Reads an article for `compare`: a JSON article object, or else the file's text as content.
-fn read_compare_input(path: &Path) -> Result<(String, String, String)> {
+fn read_compare_input(path: &Path) -> Result<CompareInput> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     if let Ok(a) = Article::parse(&bytes, usize::MAX) {
-        return Ok((
-            a.id().to_owned(),
-            a.title().to_owned(),
-            a.content().to_owned(),
-        ));
+        return Ok(CompareInput {
+            id: a.id().to_owned(),
+            title: a.title().to_owned(),
+            content: a.content().to_owned(),
+        });
     }
     let text = String::from_utf8(bytes).with_context(|| {
         format!(
@@ -405,99 +435,9 @@ fn read_compare_input(path: &Path) -> Result<(String, String, String)> {
             path.display()
         )
     })?;
-    Ok((path.display().to_string(), String::new(), text))
-}
-
-fn compare(
-    fp: &Fingerprinter,
-    a: &Path,
-    b: &Path,
-    rule: &DedupConfig,
-    top: usize,
-    explain: bool,
-) -> Result<Value> {
-    let (id_a, title_a, content_a) = read_compare_input(a)?;
-    let (id_b, title_b, content_b) = read_compare_input(b)?;
-    let (fa, feats_a) = fp
-        .analyze(&title_a, &content_a)
-        .with_context(|| format!("{}", a.display()))?;
-    let (fb, feats_b) = fp
-        .analyze(&title_b, &content_b)
-        .with_context(|| format!("{}", b.display()))?;
-    let distance = fa.fingerprint.distance(fb.fingerprint);
-    let sim = fa.sketch.similarity(&fb.sketch);
-    let shares_block = fa
-        .fingerprint
-        .blocks()
-        .iter()
-        .zip(fb.fingerprint.blocks())
-        .any(|(x, y)| *x == y);
-    let shares_band = rule.sketch_search
-        && fa
-            .sketch
-            .bands()
-            .any(|band| fb.sketch.bands().any(|other| other == band));
-    // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
-    // or, with sketch_search, a content-sketch band.
-    let found = shares_block || shares_band;
-    let weights_b: HashMap<&str, f64> = feats_b
-        .iter()
-        .map(|f| (f.word.as_str(), f.weight))
-        .collect();
-    let weights_a: HashMap<&str, f64> = feats_a
-        .iter()
-        .map(|f| (f.word.as_str(), f.weight))
-        .collect();
-    let shared: Vec<Value> = feats_a
-        .iter()
-        .filter(|f| weights_b.contains_key(f.word.as_str()))
-        .take(top)
-        .map(|f| json!({"word": f.word, "weight_a": round3(f.weight), "weight_b": round3(weights_b[f.word.as_str()])}))
-        .collect();
-    let only = |feats: &[Feature], other: &HashMap<&str, f64>| -> Vec<Value> {
-        feats
-            .iter()
-            .filter(|f| !other.contains_key(f.word.as_str()))
-            .take(top)
-            .map(feature_json)
-            .collect()
-    };
-    let total_a: f64 = feats_a.iter().map(|f| f.weight).sum();
-    let total_b: f64 = feats_b.iter().map(|f| f.weight).sum();
-    let shared_weight: f64 = feats_a
-        .iter()
-        .filter_map(|f| weights_b.get(f.word.as_str()).map(|wb| f.weight.min(*wb)))
-        .sum();
-    let mut report = json!({
-        "a": {"id": id_a, "fingerprint": fa.fingerprint.to_hex(), "features": fa.features},
-        "b": {"id": id_b, "fingerprint": fb.fingerprint.to_hex(), "features": fb.features},
-        "distance": distance,
-        "threshold": rule.threshold,
-        "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
-        "shares_block": shares_block,
-        "shares_sketch_band": shares_band,
-        "verdict": if found && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
-        "rule": rule,
-        "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
-        "top_shared": shared,
-        "top_only_in_a": only(&feats_a, &weights_b),
-        "top_only_in_b": only(&feats_b, &weights_a),
-    });
-    if explain {
-        if let Some(obj) = report.as_object_mut() {
-            obj.insert(
-                "features_a".into(),
-                Value::Array(feats_a.iter().map(feature_json).collect()),
-            );
-            obj.insert(
-                "features_b".into(),
-                Value::Array(feats_b.iter().map(feature_json).collect()),
-            );
-        }
-    }
-    Ok(report)
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
+    Ok(CompareInput {
+        id: path.display().to_string(),
+        title: String::new(),
+        content: text,
+    })
 }

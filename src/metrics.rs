@@ -9,8 +9,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 pub const ARTICLES_CONSUMED: &str = "newsdedup_articles_consumed_total";
 pub const ARTICLES_UNIQUE: &str = "newsdedup_articles_unique_total";
@@ -38,11 +37,13 @@ pub const BROKER_UP: &str = "newsdedup_broker_up";
 pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
 pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
 pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
+pub const GROUP_COMMIT_SIZE: &str = "newsdedup_group_commit_records";
 
 const LATENCY_BUCKETS: [f64; 16] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
 ];
 const CANDIDATE_BUCKETS: [f64; 9] = [0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0];
+const GROUP_BUCKETS: [f64; 9] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 1024.0];
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -68,6 +69,8 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
             Matcher::Full(CANDIDATES_PER_LOOKUP.into()),
             &CANDIDATE_BUCKETS,
         )
+        .map_err(err)?
+        .set_buckets_for_metric(Matcher::Full(GROUP_COMMIT_SIZE.into()), &GROUP_BUCKETS)
         .map_err(err)?
         .install_recorder()
         .map_err(err)?;
@@ -192,6 +195,16 @@ fn describe() {
         "0 after librdkafka reported all brokers down, 1 once traffic resumes."
     );
     describe_gauge!(INDEX_ARTICLES, Unit::Count, "Articles in the index.");
+    describe_histogram!(
+        GROUP_COMMIT_SIZE,
+        Unit::Count,
+        "Records published per index fsync (group commit: a decision is produced only once durable)."
+    );
+    describe_counter!(
+        crate::index::rocks::CROWDED_LOOKUPS,
+        Unit::Count,
+        "Lookups that met a block bucket of more than 4096 fingerprints and finished it by seeks."
+    );
     describe_gauge!(
         INDEX_UNIQUE,
         Unit::Count,
@@ -207,6 +220,15 @@ fn describe() {
 /// A health answer: HTTP status code and JSON body.
 pub type HealthFn = Arc<dyn Fn() -> (u16, String) + Send + Sync>;
 
+/// Connections served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 64;
+/// Longest request head (request line and headers); a larger one is refused.
+const MAX_REQUEST_BYTES: usize = 16 * 1024;
+/// Longest time to receive a request head.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest life of one connection.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Binds the listener (fails fast, before anything else starts).
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, MetricsError> {
     TcpListener::bind(addr)
@@ -214,98 +236,101 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, MetricsError> {
         .map_err(|source| MetricsError::Bind { addr, source })
 }
 
+/// The three endpoints.
+#[derive(Clone)]
+struct Endpoints {
+    prometheus: PrometheusHandle,
+    health: HealthFn,
+    ready: HealthFn,
+}
+
 /// Serves `GET /metrics` (Prometheus text), `GET /health` (liveness) and `GET /ready`
-/// (readiness) until the task is dropped. Also runs the recorder's upkeep.
+/// (readiness) over HTTP/1.1 until the task is dropped. Also runs the recorder's upkeep.
 pub async fn serve(
     listener: TcpListener,
-    handle: PrometheusHandle,
+    prometheus: PrometheusHandle,
     health: HealthFn,
     ready: HealthFn,
 ) {
-    let upkeep = handle.clone();
+    let upkeep = prometheus.clone();
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(5)).await;
             upkeep.run_upkeep();
         }
     });
+    let endpoints = Endpoints {
+        prometheus,
+        health,
+        ready,
+    };
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
+        // A slot first: at the limit, connections wait in the kernel's backlog, not in memory.
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
             Err(e) => {
                 tracing::warn!("metrics listener: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
-        let handle = handle.clone();
-        let health = health.clone();
-        let ready = ready.clone();
+        let endpoints = endpoints.clone();
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(
-                Duration::from_secs(10),
-                answer(stream, &handle, &health, &ready),
-            )
-            .await;
+            let service = hyper::service::service_fn(move |request| {
+                let response = endpoints.answer(&request);
+                async move { Ok::<_, std::convert::Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .max_buf_size(MAX_REQUEST_BYTES)
+                .keep_alive(false)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
+            drop(slot);
         });
     }
 }
 
-async fn answer(
-    mut stream: TcpStream,
-    handle: &PrometheusHandle,
-    health: &HealthFn,
-    ready: &HealthFn,
-) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    while !buf.windows(4).any(|w| w == b"\r\n\r\n") && buf.len() < 16 * 1024 {
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            break;
+type Response = hyper::Response<http_body_util::Full<hyper::body::Bytes>>;
+
+impl Endpoints {
+    fn answer<B>(&self, request: &hyper::Request<B>) -> Response {
+        use hyper::Method;
+        let (status, content_type, body) = match (request.method(), request.uri().path()) {
+            (&Method::GET | &Method::HEAD, "/metrics") => (
+                200,
+                "text/plain; version=0.0.4; charset=utf-8",
+                self.prometheus.render(),
+            ),
+            (&Method::GET | &Method::HEAD, "/health" | "/healthz") => {
+                let (s, b) = (self.health)();
+                (s, "application/json", b)
+            }
+            (&Method::GET | &Method::HEAD, "/ready" | "/readyz") => {
+                let (s, b) = (self.ready)();
+                (s, "application/json", b)
+            }
+            (&Method::GET | &Method::HEAD, _) => (
+                404,
+                "text/plain",
+                "not found: try /metrics, /health or /ready\n".to_owned(),
+            ),
+            _ => (405, "text/plain", "method not allowed\n".to_owned()),
+        };
+        // hyper leaves the body out of a HEAD response itself.
+        let mut response = hyper::Response::new(http_body_util::Full::new(body.into()));
+        *response.status_mut() =
+            hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+        if let Ok(value) = hyper::header::HeaderValue::from_str(content_type) {
+            response
+                .headers_mut()
+                .insert(hyper::header::CONTENT_TYPE, value);
         }
-        buf.extend_from_slice(&chunk[..n]);
+        response
     }
-    let request = String::from_utf8_lossy(&buf);
-    let mut parts = request.lines().next().unwrap_or("").split_whitespace();
-    let method = parts.next().unwrap_or("");
-    let target = parts.next().unwrap_or("");
-    let path = target.split('?').next().unwrap_or("");
-    let (status, content_type, body) = match (method, path) {
-        ("GET" | "HEAD", "/metrics") => (
-            200,
-            "text/plain; version=0.0.4; charset=utf-8",
-            handle.render(),
-        ),
-        ("GET" | "HEAD", "/health" | "/healthz") => {
-            let (s, b) = health();
-            (s, "application/json", b)
-        }
-        ("GET" | "HEAD", "/ready" | "/readyz") => {
-            let (s, b) = ready();
-            (s, "application/json", b)
-        }
-        ("GET" | "HEAD", _) => (
-            404,
-            "text/plain",
-            "not found: try /metrics, /health or /ready\n".to_owned(),
-        ),
-        _ => (405, "text/plain", "method not allowed\n".to_owned()),
-    };
-    let reason = match status {
-        200 => "OK",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        503 => "Service Unavailable",
-        _ => "Status",
-    };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    if method != "HEAD" {
-        stream.write_all(body.as_bytes()).await?;
-    }
-    stream.shutdown().await
 }

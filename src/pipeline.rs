@@ -3,10 +3,11 @@
 //! `Decider::decide` (index lookup + insert: serial, single writer).
 
 use crate::article::{Article, InvalidArticle, InvalidReason};
-use crate::dedup::{self, Decision, DecisionInput, Deduper};
+use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
 use crate::index::ArticleStore;
+use crate::output;
 
 /// What the decision stage needs of a valid article (the record itself is not kept).
 #[derive(Debug, Clone, PartialEq)]
@@ -23,7 +24,7 @@ pub enum Prepared {
     Valid {
         article: ArticleRef,
         fingerprint: Fingerprinted,
-        /// The article's output record so far (`Article::render_open`), rendered here because
+        /// The article's output record so far (`output::open_record`), rendered here because
         /// this stage runs in parallel and the decision stage does not.
         open_record: Vec<u8>,
     },
@@ -36,7 +37,7 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
         Ok(a) => a,
         Err(e) => return Prepared::Invalid(e),
     };
-    let open_record = match article.render_open() {
+    let open_record = match crate::output::open_record(&article) {
         Ok(open) => open,
         Err(e) => {
             return Prepared::Invalid(InvalidArticle {
@@ -96,7 +97,7 @@ pub fn decide<S: ArticleStore>(
 ) -> Result<Outcome, IndexError> {
     match prepared {
         Prepared::Invalid(error) => Ok(Outcome::Invalid {
-            record: dedup::invalid_record(line, error.id.as_deref(), &error.to_string())
+            record: output::invalid_record(line, error.id.as_deref(), &error.to_string())
                 .to_string()
                 .into_bytes(),
             error,
@@ -116,7 +117,7 @@ pub fn decide<S: ArticleStore>(
             let decision = deduper.decide(&input, now_ms)?;
             Ok(Outcome::Decided {
                 id: article.id,
-                record: dedup::close_record(open_record, &decision),
+                record: output::close_record(open_record, &decision),
                 decision,
             })
         }

@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use crate::kafka::config::{RunArgs, ServiceConfig, Settings};
+use crate::settings::{RunArgs, Settings};
+use std::collections::HashSet;
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("NEWSDEDUP_LOG")
@@ -33,11 +34,12 @@ fn init_logging() {
 }
 
 /// Runs the service. Returns Ok after a clean SIGINT/SIGTERM shutdown.
-pub fn run(args: RunArgs, config: Config) -> Result<()> {
+pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()> {
     // vars_os: a non-UTF-8 variable elsewhere in the environment must not panic here.
     let env = std::env::vars_os()
         .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let settings = Settings::resolve(&args, &config, env).context("invalid settings for `run`")?;
+    let settings =
+        Settings::resolve(&args, given, &config, env).context("invalid settings for `run`")?;
     init_logging();
     for w in &settings.warnings {
         tracing::warn!("{w}");
@@ -50,77 +52,10 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
         .context("cannot start the tokio runtime")?;
 
     // The index first: a second process on the same directory fails here, before touching Kafka.
-    let fingerprinter =
-        Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
-    let index = RocksIndex::open(&settings.index_dir, fingerprinter.identity(), &config.index)
-        .with_context(|| format!("cannot open the index in {}", settings.index_dir.display()))?;
-    let counts = crate::index::ArticleStore::counts(&index);
-    tracing::info!(
-        "index {} open: {} articles ({} unique); fingerprint identity {}",
-        settings.index_dir.display(),
-        counts.articles,
-        counts.unique,
-        fingerprinter.identity().digest()
-    );
-
-    let health = Arc::new(Health::default());
-    let prometheus = crate::metrics::install()?;
-    let listener = runtime.block_on(crate::metrics::bind(settings.metrics_addr))?;
-    let local_addr = listener.local_addr().unwrap_or(settings.metrics_addr);
-    {
-        let (h1, h2) = (health.clone(), health.clone());
-        runtime.spawn(crate::metrics::serve(
-            listener,
-            prometheus,
-            Arc::new(move || h1.liveness()),
-            Arc::new(move || h2.readiness()),
-        ));
-    }
-    tracing::info!("metrics on http://{local_addr}/metrics, health on /health and /ready");
-
-    // Signals: the first stops fetching and drains; a second one exits at once.
-    let stop = Arc::new(AtomicBool::new(false));
-    {
-        let stop = stop.clone();
-        let watchdog = settings.shutdown_timeout + Duration::from_secs(30);
-        let signals = runtime.block_on(async {
-            use tokio::signal::unix::{signal, SignalKind};
-            Ok::<_, std::io::Error>((
-                signal(SignalKind::terminate())?,
-                signal(SignalKind::interrupt())?,
-            ))
-        });
-        let (mut term, mut int) = signals.context("cannot install signal handlers")?;
-        runtime.spawn(async move {
-            let mut first: Option<Instant> = None;
-            loop {
-                let name = tokio::select! {
-                    _ = term.recv() => "SIGTERM",
-                    _ = int.recv() => "SIGINT",
-                };
-                match first {
-                    None => {
-                        first = Some(Instant::now());
-                        tracing::info!("{name} received: stopping (fetch paused, draining in-flight work, then commit); send it again to exit at once");
-                        stop.store(true, Ordering::SeqCst);
-                        // Last resort, so that the process always ends: drain, flush, commit and
-                        // close normally take far less.
-                        std::thread::spawn(move || {
-                            std::thread::sleep(watchdog);
-                            eprintln!("newsdedup: error: shutdown did not finish within {watchdog:?}; exiting without closing cleanly (nothing is lost: uncommitted records are processed again on restart)");
-                            std::process::exit(1);
-                        });
-                    }
-                    // A wrapper (timeout, a shell's process group) may deliver the same signal twice.
-                    Some(t) if t.elapsed() < Duration::from_secs(1) => {}
-                    Some(_) => {
-                        tracing::warn!("second {name}: exiting now without draining (nothing is lost: uncommitted records are processed again on restart)");
-                        std::process::exit(130);
-                    }
-                }
-            }
-        });
-    }
+    let (fingerprinter, index) = open_index(&settings, &config)?;
+    let health = Arc::new(Health::new(settings.progress_timeout()));
+    serve_http(&runtime, &settings, &health)?;
+    let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
 
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
     let producer = producer::create_producer(
@@ -141,7 +76,8 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
     );
     let preparer = Arc::new(LocalPreparer {
         fingerprinter,
-        max_article_bytes: settings.max_article_bytes,
+        max_article_bytes: settings.service.max_article_bytes,
+        max_output_bytes: settings.max_output_bytes(),
     });
     // Set when in-flight work is abandoned (shutdown timeout): the sink then stops retrying.
     let abandon = Arc::new(AtomicBool::new(false));
@@ -149,44 +85,18 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
         producer.clone(),
         settings.topics(),
         runtime.handle().clone(),
-        Arc::new(Acks::new(tracker.clone())),
+        Arc::new(Acks::new(tracker.clone(), health.clone())),
+        abandon.clone(),
+        settings.max_retry(),
+    );
+    let mut engine = Engine::start(
+        deduper,
+        preparer,
+        sink,
+        settings.service.threads,
         abandon.clone(),
     );
-    let mut engine = Engine::start(deduper, preparer, sink, settings.threads, abandon.clone());
-
-    let shared = Arc::new(Shared::new(
-        settings.input_topic.clone(),
-        tracker.clone(),
-        engine.handle().clone(),
-        health.clone(),
-        settings.rebalance_timeout,
-    ));
-    let consumer = Arc::new(
-        consumer::create_consumer(
-            &settings.consumer_properties,
-            ConsumerCtx {
-                client: ServiceClientContext {
-                    client: "consumer",
-                    health: health.clone(),
-                },
-                shared: shared.clone(),
-            },
-        )
-        .context("cannot create the Kafka consumer (check -X properties)")?,
-    );
-    consumer
-        .subscribe(&[&settings.input_topic])
-        .with_context(|| format!("cannot subscribe to {}", settings.input_topic))?;
-    tracing::info!(
-        "consuming {} as group {} from {}; outputs: {} / {} / {}; {} fingerprint threads",
-        settings.input_topic,
-        settings.group_id,
-        settings.brokers,
-        settings.unique_topic,
-        settings.duplicate_topic,
-        settings.dlq_topic,
-        settings.threads
-    );
+    let consumer = subscribe(&settings, &tracker, &engine, &health)?;
 
     let exit = consumer::run_loop(&consumer, &mut engine, &settings, &stop);
 
@@ -212,4 +122,136 @@ pub fn run(args: RunArgs, config: Config) -> Result<()> {
         }
         LoopExit::Fatal(f) => bail!("the service stopped after a fatal error: {f}"),
     }
+}
+
+/// Loads the fingerprint resources and opens (and locks) the index.
+fn open_index(settings: &Settings, config: &Config) -> Result<(Fingerprinter, RocksIndex)> {
+    let fingerprinter =
+        Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
+    let dir = &settings.service.index_dir;
+    let index = RocksIndex::open(dir, fingerprinter.identity(), &config.index)
+        .with_context(|| format!("cannot open the index in {}", dir.display()))?;
+    let counts = crate::index::ArticleStore::counts(&index);
+    tracing::info!(
+        "index {} open: {} articles ({} unique); fingerprint identity {}",
+        dir.display(),
+        counts.articles,
+        counts.unique,
+        fingerprinter.identity().digest()
+    );
+    Ok((fingerprinter, index))
+}
+
+/// Installs the metrics recorder and serves /metrics, /health and /ready.
+fn serve_http(
+    runtime: &tokio::runtime::Runtime,
+    settings: &Settings,
+    health: &Arc<Health>,
+) -> Result<()> {
+    let prometheus = crate::metrics::install()?;
+    let listener = runtime.block_on(crate::metrics::bind(settings.metrics_addr))?;
+    let local_addr = listener.local_addr().unwrap_or(settings.metrics_addr);
+    let (h1, h2) = (health.clone(), health.clone());
+    runtime.spawn(crate::metrics::serve(
+        listener,
+        prometheus,
+        Arc::new(move || h1.liveness()),
+        Arc::new(move || h2.readiness()),
+    ));
+    tracing::info!("metrics on http://{local_addr}/metrics, health on /health and /ready");
+    Ok(())
+}
+
+/// SIGTERM / SIGINT: the first sets the returned flag (stop fetching, drain, commit); a second
+/// one exits at once. A watchdog ends the process if draining outlives `shutdown_timeout` by far.
+fn install_signal_handlers(
+    runtime: &tokio::runtime::Runtime,
+    shutdown_timeout: Duration,
+) -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let watchdog = shutdown_timeout + Duration::from_secs(30);
+    let signals = runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::interrupt())?,
+        ))
+    });
+    let (mut term, mut int) = signals.context("cannot install signal handlers")?;
+    runtime.spawn(async move {
+        let mut first: Option<Instant> = None;
+        loop {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            match first {
+                None => {
+                    first = Some(Instant::now());
+                    tracing::info!("{name} received: stopping (fetch paused, draining in-flight work, then commit); send it again to exit at once");
+                    flag.store(true, Ordering::SeqCst);
+                    // Last resort, so that the process always ends: drain, flush, commit and
+                    // close normally take far less.
+                    std::thread::spawn(move || {
+                        std::thread::sleep(watchdog);
+                        eprintln!("newsdedup: error: shutdown did not finish within {watchdog:?}; exiting without closing cleanly (nothing is lost: uncommitted records are processed again on restart)");
+                        std::process::exit(1);
+                    });
+                }
+                // A wrapper (timeout, a shell's process group) may deliver the same signal twice.
+                Some(t) if t.elapsed() < Duration::from_secs(1) => {}
+                Some(_) => {
+                    tracing::warn!("second {name}: exiting now without draining (nothing is lost: uncommitted records are processed again on restart)");
+                    std::process::exit(130);
+                }
+            }
+        }
+    });
+    Ok(stop)
+}
+
+/// Creates the consumer (its rebalance callback wired to the tracker and the engine) and
+/// subscribes to the input topic.
+fn subscribe(
+    settings: &Settings,
+    tracker: &Arc<Mutex<OffsetTracker>>,
+    engine: &Engine,
+    health: &Arc<Health>,
+) -> Result<Arc<consumer::InputConsumer>> {
+    let s = &settings.service;
+    let shared = Arc::new(Shared::new(
+        s.input_topic.clone(),
+        tracker.clone(),
+        engine.handle().clone(),
+        health.clone(),
+        settings.rebalance_timeout(),
+    ));
+    let consumer = Arc::new(
+        consumer::create_consumer(
+            &settings.consumer_properties,
+            ConsumerCtx {
+                client: ServiceClientContext {
+                    client: "consumer",
+                    health: health.clone(),
+                },
+                shared,
+            },
+        )
+        .context("cannot create the Kafka consumer (check -X properties)")?,
+    );
+    consumer
+        .subscribe(&[&s.input_topic])
+        .with_context(|| format!("cannot subscribe to {}", s.input_topic))?;
+    tracing::info!(
+        "consuming {} as group {} from {}; outputs: {} / {} / {}; {} fingerprint threads",
+        s.input_topic,
+        s.group_id,
+        s.brokers,
+        s.unique_topic,
+        s.duplicate_topic,
+        s.dlq_topic,
+        s.threads
+    );
+    Ok(consumer)
 }

@@ -350,3 +350,79 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
     expected.sort();
     assert_eq!(families, expected);
 }
+
+/// The same id with other content is a new revision: decided afresh (not as a replay, never
+/// against its own earlier version), replacing that version's index entries in one write; the
+/// same content again replays the latest decision.
+#[test]
+fn same_id_with_new_content_is_a_revision_decided_afresh() {
+    use newsdedup::index::ArticleStore;
+    let dir = tempfile::tempdir().unwrap();
+    let fp = fingerprinter();
+    let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+    let mut d = Deduper::new(index, 3);
+    let weather = "上海市气象台发布暴雨黄色预警，预计今天夜间到明天本市将出现大到暴雨，局部地区有大暴雨，请市民注意防范城市内涝，减少不必要的出行，车辆避免驶入低洼积水路段。";
+    let v0 = decide(&mut d, &fp, "orig", "两会开幕", STORY);
+    assert_eq!((v0.verdict.clone(), v0.revision), (Verdict::Unique, None));
+
+    // Someone reuses an earlier id to push a repost of another story past dedup: caught.
+    let other = decide(&mut d, &fp, "w", "暴雨预警", weather);
+    assert_eq!(other.verdict, Verdict::Unique);
+    let reused = decide(
+        &mut d,
+        &fp,
+        "orig",
+        "暴雨预警",
+        &format!("{weather}\n责任编辑：李四"),
+    );
+    assert!(!reused.replayed);
+    match &reused.verdict {
+        Verdict::Duplicate(m) => assert_eq!(m.id, "w"),
+        v => panic!("a reused id must not bypass dedup, got {v:?}"),
+    }
+    let r = reused.revision.expect("revision");
+    assert_eq!((r.number, r.previous_fingerprint), (1, v0.fingerprint));
+
+    // The replaced version is gone from the index: its repost is now unique.
+    let repost = decide(
+        &mut d,
+        &fp,
+        "copy",
+        "两会开幕",
+        &format!("来源：某某网\n{STORY}"),
+    );
+    assert_eq!(
+        repost.verdict,
+        Verdict::Unique,
+        "matched a replaced version"
+    );
+    // Replaying the latest content replays its decision, revision included.
+    let again = decide(
+        &mut d,
+        &fp,
+        "orig",
+        "暴雨预警",
+        &format!("{weather}\n责任编辑：李四"),
+    );
+    assert!(again.replayed);
+    assert_eq!(
+        (again.verdict, again.revision),
+        (reused.verdict, reused.revision)
+    );
+    // Going back to the first content is revision 2, and is not judged against itself.
+    let back = decide(&mut d, &fp, "orig", "两会开幕", STORY);
+    assert_eq!(back.revision.map(|r| r.number), Some(2));
+    match &back.verdict {
+        Verdict::Duplicate(m) => assert_eq!(m.id, "copy"),
+        v => panic!("expected a duplicate of the repost indexed meanwhile, got {v:?}"),
+    }
+
+    let store = d.into_store();
+    assert_eq!(
+        store.counts().articles,
+        3,
+        "a revision replaces, never adds"
+    );
+    let report = store.verify().unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+}

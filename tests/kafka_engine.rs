@@ -41,6 +41,7 @@ fn start(dir: &std::path::Path, sink: VecSink) -> Engine {
     let index = RocksIndex::open(dir, fp.identity(), &config.index).expect("index");
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
+        max_output_bytes: 1 << 20,
         max_article_bytes: 1 << 20,
     });
     Engine::start(
@@ -250,6 +251,7 @@ fn index_error_stops_decisions(sync_handle: bool) {
     };
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
+        max_output_bytes: 1 << 20,
         max_article_bytes: 1 << 20,
     });
     let decider = FailAfter {
@@ -291,4 +293,73 @@ fn index_error_stops_decisions(sync_handle: bool) {
     assert_eq!(tracker.lock().commit_candidates(None)[0].offset, 10);
     assert_eq!(tracker.lock().in_flight(), 20);
     engine.shutdown();
+}
+
+/// A valid article whose output record could exceed the producer's limit is invalid
+/// (`oversized`) before the decision: it goes to the DLQ and the index never holds it.
+#[test]
+fn an_article_whose_output_cannot_fit_is_oversized_and_never_indexed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let sink = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let config = Config::default();
+    let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
+    let index = RocksIndex::open(dir.path(), fp.identity(), &config.index).expect("index");
+    let preparer = Arc::new(LocalPreparer {
+        fingerprinter: fp,
+        max_output_bytes: 64 * 1024,
+        max_article_bytes: 1 << 20,
+    });
+    let mut engine = Engine::start(
+        Deduper::new(index, 3),
+        preparer,
+        sink.clone(),
+        2,
+        Arc::new(AtomicBool::new(false)),
+    );
+    let epoch = tracker.lock().assign(0);
+    let small = json!({"id": "small", "title": "短讯", "content": "本市今日召开新闻发布会，介绍秋季交通安全专项整治行动的进展情况。"});
+    let large = json!({"id": "large", "title": "长文", "content": "城市更新与社区治理的实践观察。".repeat(2000)});
+    // Fits as a value, but 40 KB of pass-through headers push its output over 64 KiB.
+    let mut with_headers = message(
+        0,
+        2,
+        epoch,
+        &json!({"id": "headers", "content": "记者从市气象台获悉，本周末将有一次明显降温过程。".repeat(400)}),
+    );
+    with_headers.headers = vec![("trace".into(), vec![b'x'; 40_000])];
+    for (o, m) in [
+        message(0, 0, epoch, &small),
+        message(0, 1, epoch, &large),
+        with_headers,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        tracker.lock().register(0, o as i64);
+        engine.submit(m).expect("submit");
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sink.out.lock().len() < 3 {
+        assert!(Instant::now() < deadline, "engine did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    engine.handle().sync(Duration::from_secs(10)).expect("sync");
+    engine.shutdown();
+    let out = sink.out.lock();
+    assert_eq!(out[0].0.kind, OutputKind::Unique);
+    for (record, _) in &out[1..] {
+        assert_eq!(record.kind, OutputKind::Dlq);
+        assert_eq!(header(record, "newsdedup.error.reason"), "oversized");
+    }
+    drop(out);
+    let index = RocksIndex::open_raw(dir.path(), &Default::default()).expect("reopen");
+    assert_eq!(
+        newsdedup::index::ArticleStore::counts(&index).articles,
+        1,
+        "only the small article is indexed"
+    );
 }

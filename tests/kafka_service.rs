@@ -9,15 +9,13 @@
 
 mod common;
 
-use common::kafka::{free_port, metric, start_service, Broker};
+use common::kafka::{
+    committed, ends, free_port, metric, produce, produce_paced, start_service, Broker, Input,
+    Output, Reader,
+};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-use rdkafka::ClientConfig;
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
 use std::process::Command;
@@ -25,16 +23,6 @@ use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
 // Input
-
-#[derive(Clone, Debug)]
-struct Input {
-    key: Option<String>,
-    value: Vec<u8>,
-    /// Some(reason) for a malformed record.
-    bad: Option<&'static str>,
-    /// Article id for a valid record.
-    id: Option<String>,
-}
 
 fn valid(a: &serde_json::Map<String, Value>) -> Input {
     let id = common::str_field(a, "id").to_owned();
@@ -107,216 +95,6 @@ fn interleave(base: Vec<Input>, extra: Vec<Input>) -> Vec<Input> {
     }
     out.extend(extra);
     out
-}
-
-/// Produces `inputs` in order; returns (partition, offset) of each.
-fn produce(
-    brokers: &str,
-    topic: &str,
-    inputs: &[Input],
-    partition: Option<i32>,
-) -> Vec<(i32, i64)> {
-    produce_paced(brokers, topic, inputs, partition, None)
-}
-
-/// Like `produce`, at most `per_sec` records per second if given.
-fn produce_paced(
-    brokers: &str,
-    topic: &str,
-    inputs: &[Input],
-    partition: Option<i32>,
-    per_sec: Option<u32>,
-) -> Vec<(i32, i64)> {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("linger.ms", "5")
-        .set("message.max.bytes", "2000000")
-        .create()
-        .expect("producer");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut futures = Vec::with_capacity(inputs.len());
-        let start = Instant::now();
-        for (i, input) in inputs.iter().enumerate() {
-            if let Some(rate) = per_sec {
-                let due = start + Duration::from_secs_f64(i as f64 / f64::from(rate));
-                if let Some(wait) = due.checked_duration_since(Instant::now()) {
-                    tokio::time::sleep(wait).await;
-                }
-            }
-            let headers = OwnedHeaders::new().insert(Header {
-                key: "test.seq",
-                value: Some(&i.to_string()),
-            });
-            let mut r: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic)
-                .payload(input.value.as_slice())
-                .headers(headers);
-            if let Some(k) = &input.key {
-                r = r.key(k.as_str());
-            }
-            if let Some(p) = partition {
-                r = r.partition(p);
-            }
-            futures.push(
-                producer
-                    .send_result(r)
-                    .map_err(|(e, _)| e)
-                    .expect("enqueue"),
-            );
-        }
-        let mut coords = Vec::with_capacity(futures.len());
-        for f in futures {
-            let d = f
-                .await
-                .expect("delivery future")
-                .map_err(|(e, _)| e)
-                .expect("delivered");
-            coords.push((d.partition, d.offset));
-        }
-        coords
-    })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output
-
-#[derive(Clone, Debug)]
-struct Output {
-    topic: String,
-    key: Option<String>,
-    value: Vec<u8>,
-    headers: HashMap<String, String>,
-}
-
-impl Output {
-    fn source(&self) -> (i32, i64) {
-        let p = self.headers["newsdedup.source.partition"]
-            .parse()
-            .expect("partition header");
-        let o = self.headers["newsdedup.source.offset"]
-            .parse()
-            .expect("offset header");
-        (p, o)
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.value).expect("output JSON")
-    }
-}
-
-struct Reader {
-    consumer: BaseConsumer,
-    got: Vec<Output>,
-}
-
-impl Reader {
-    fn new(brokers: &str, topics: &[(&str, i32)]) -> Reader {
-        let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", brokers)
-            .set("group.id", "test-reader")
-            .set("enable.auto.commit", "false")
-            .set("fetch.wait.max.ms", "50")
-            .create()
-            .expect("reader");
-        let mut tpl = TopicPartitionList::new();
-        for (t, parts) in topics {
-            for p in 0..*parts {
-                tpl.add_partition_offset(t, p, Offset::Beginning)
-                    .expect("tpl");
-            }
-        }
-        consumer.assign(&tpl).expect("assign");
-        Reader {
-            consumer,
-            got: Vec::new(),
-        }
-    }
-
-    fn poll_for(&mut self, d: Duration) {
-        let start = Instant::now();
-        while start.elapsed() < d {
-            match self.consumer.poll(Duration::from_millis(50)) {
-                Some(Ok(m)) => self.got.push(Output {
-                    topic: m.topic().to_owned(),
-                    key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
-                    value: m.payload().unwrap_or_default().to_vec(),
-                    headers: m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .map(|h| {
-                                    (
-                                        h.key.to_owned(),
-                                        String::from_utf8_lossy(h.value.unwrap_or_default())
-                                            .into_owned(),
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                }),
-                Some(Err(e)) => eprintln!("reader: {e}"),
-                None => {}
-            }
-        }
-    }
-
-    /// Polls until every coordinate in `want` is answered by some output, or panics.
-    fn wait_covered(
-        &mut self,
-        want: &HashSet<(i32, i64)>,
-        limit: Duration,
-        log: &dyn Fn() -> String,
-    ) {
-        let start = Instant::now();
-        loop {
-            let covered: HashSet<(i32, i64)> = self.got.iter().map(Output::source).collect();
-            let missing = want.difference(&covered).count();
-            if missing == 0 {
-                return;
-            }
-            assert!(
-                start.elapsed() < limit,
-                "{missing} of {} inputs have no output after {limit:?}; service log:\n{}",
-                want.len(),
-                log()
-            );
-            self.poll_for(Duration::from_millis(200));
-        }
-    }
-}
-
-fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    let c = consumer
-        .committed_offsets(tpl, Duration::from_secs(10))
-        .expect("committed offsets");
-    c.elements_for_topic(topic)
-        .iter()
-        .map(|e| (e.partition(), e.offset().to_raw().unwrap_or(-1)))
-        .collect()
-}
-
-/// Highest offset + 1 per partition of the produced records.
-fn ends(coords: &[(i32, i64)]) -> BTreeMap<i32, i64> {
-    let mut m = BTreeMap::new();
-    for &(p, o) in coords {
-        let e = m.entry(p).or_insert(0);
-        *e = (*e).max(o + 1);
-    }
-    m
 }
 
 fn write_jsonl(path: &Path, inputs: &[Input]) {

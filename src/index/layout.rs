@@ -37,12 +37,9 @@ pub const META_FORMAT: &[u8] = b"format";
 /// (`IndexError::FormatMismatch`): it must be rebuilt. 2: sketch bands in their own `bands`
 /// family (1: in the block families, flagged by the top bit of the sequence number).
 pub const FORMAT_VERSION: &str = "newsdedup-index/2";
-/// First byte of an `articles` value. Format 2: then one byte (1 if a sketch follows), the
-/// 132-byte binary sketch if so, then the JSON record without its sketch. Format 1 (JSON with the
-/// sketch in hex) is still decoded, though only `newsdedup-index/1` directories (now refused)
-/// could hold it.
+/// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
+/// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
-pub const ARTICLE_VALUE_FORMAT_JSON: u8 = 1;
 
 pub const BLOCK_KEY_LEN: usize = 18;
 

@@ -11,6 +11,26 @@ use serde::{Deserialize, Serialize};
 
 pub use rocks::{RocksIndex, SyncHandle};
 
+/// Settings of the persistent index.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexConfig {
+    /// RocksDB block cache shared by all column families, in MiB.
+    pub block_cache_mib: usize,
+    /// fsync the WAL on every write. Off by default: the service syncs the WAL before each offset
+    /// commit instead, which gives the same guarantee at a fraction of the cost.
+    pub sync_writes: bool,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            block_cache_mib: 256,
+            sync_writes: false,
+        }
+    }
+}
+
 /// An indexed fingerprint that shares at least one 16-bit block with the query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Candidate {
@@ -60,6 +80,20 @@ pub struct StoredArticle {
     /// Content sketch for the second check (absent for articles stored without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sketch: Option<Sketch>,
+    /// Set when this is a later version of the id with different content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<Revision>,
+}
+
+/// A later version of an article id whose content (fingerprint) differs from the stored one: a
+/// corrected article, or an id reused to get past dedup. It is decided afresh and replaces the
+/// stored version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    /// 1 for the first revision of the id, then 2, 3...
+    pub number: u32,
+    /// The fingerprint of the version it replaces.
+    pub previous_fingerprint: Fingerprint,
 }
 
 /// Counters kept by the index (updated in the same atomic write as the data).
@@ -110,6 +144,15 @@ pub trait ArticleStore {
     fn insert(
         &mut self,
         id: &str,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError>;
+    /// As `insert`, replacing `previous` (the stored version of `id`) in the same atomic write:
+    /// its block and band entries go, so it can no longer be matched.
+    fn replace(
+        &mut self,
+        id: &str,
+        previous: &StoredArticle,
         article: &StoredArticle,
         searchable: bool,
     ) -> Result<(), IndexError>;

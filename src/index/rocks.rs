@@ -6,8 +6,8 @@ use super::layout::{
     self, band_key, block_key, parse_band_key, parse_block_key, ARTICLES, BANDS_FAMILY,
     BAND_KEY_LEN, BAND_PREFIX_LEN, BLOCK_FAMILIES, META,
 };
+use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
-use crate::config::IndexConfig;
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
 use crate::simhash::{Fingerprint, BLOCKS};
@@ -23,6 +23,23 @@ use std::sync::Arc;
 
 /// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
 pub const MAX_BAND_BUCKET: usize = 32;
+
+/// Keys of a block bucket read one by one before the rest of the bucket is searched by seeks.
+pub const SCAN_BEFORE_SEEK: usize = 4096;
+/// Largest search distance the seek path serves (C(16,<=4) = 2,517 seeks at most per family);
+/// beyond it a crowded bucket is read whole.
+const MAX_SEEK_DISTANCE: u32 = 4;
+/// Counter: lookups that met a crowded bucket and finished it by seeks.
+pub const CROWDED_LOOKUPS: &str = "newsdedup_index_crowded_lookups_total";
+
+/// Every 16-bit value within `max_distance` bits of `block`, ascending: the only values the next
+/// block of a candidate can take, since a candidate within the distance differs from the query
+/// in at most that many bits anywhere.
+fn next_block_variants(block: u16, max_distance: u32) -> Vec<u16> {
+    (0..=u16::MAX)
+        .filter(|v| (v ^ block).count_ones() <= max_distance)
+        .collect()
+}
 
 pub struct RocksIndex {
     /// Shared with `SyncHandle`s, which fsync the WAL from other threads.
@@ -60,9 +77,6 @@ pub struct FamilyStats {
     pub family: String,
     /// Simhash block entries (one per unique article).
     pub entries: u64,
-    /// Always 0 since index format 2 (the sketch bands moved to the `bands` family, see
-    /// `IndexStats::bands`); kept so readers of the format-1 output keep working.
-    pub band_entries: u64,
     pub buckets_used: u32,
     pub mean_bucket: f64,
     pub max_bucket: u32,
@@ -122,9 +136,9 @@ pub struct VerifyReport {
 }
 
 fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
-    move |source| IndexError::Rocks {
+    move |source| IndexError::Storage {
         dir: dir.to_owned(),
-        source,
+        message: source.into_string(),
     }
 }
 
@@ -247,9 +261,9 @@ impl RocksIndex {
                     dir: dir.to_owned(),
                 }
             } else {
-                IndexError::Rocks {
+                IndexError::Storage {
                     dir: dir.to_owned(),
-                    source,
+                    message: msg,
                 }
             }
         })?;
@@ -350,9 +364,6 @@ impl RocksIndex {
             message,
         };
         match raw.split_first() {
-            Some((&layout::ARTICLE_VALUE_FORMAT_JSON, json)) => {
-                serde_json::from_slice(json).map_err(|e| corrupt(format!("article {id:?}: {e}")))
-            }
             Some((&layout::ARTICLE_VALUE_FORMAT, rest)) => {
                 let (sketch, json) = match rest.split_first() {
                     Some((0, json)) => (None, json),
@@ -442,7 +453,6 @@ impl RocksIndex {
             families.push(FamilyStats {
                 family: name.to_owned(),
                 entries,
-                band_entries: 0,
                 buckets_used: used,
                 mean_bucket: if used > 0 {
                     entries as f64 / used as f64
@@ -658,7 +668,10 @@ impl RocksIndex {
         Ok(report)
     }
 
-    /// The simhash candidates: one prefix scan of each block family (one iterator each).
+    /// The simhash candidates: one prefix scan of each block family (one iterator each). A
+    /// bucket read past [`SCAN_BEFORE_SEEK`] keys (a crowded block value: templated reports,
+    /// crafted input) is finished by seeks instead, see [`next_block_variants`], so a lookup costs
+    /// at most that many keys plus a bounded number of seeks, whatever the bucket's size.
     fn scan_blocks(
         &self,
         fp: Fingerprint,
@@ -666,17 +679,49 @@ impl RocksIndex {
         candidates: &mut Vec<Candidate>,
     ) -> Result<(), IndexError> {
         let first = candidates.len();
-        for (name, block) in BLOCK_FAMILIES.iter().zip(fp.blocks()) {
+        let blocks = fp.blocks();
+        for (family, (name, block)) in BLOCK_FAMILIES.iter().zip(blocks).enumerate() {
             let mut opts = ReadOptions::default();
             opts.set_prefix_same_as_start(true);
             let mut it = self.db.raw_iterator_cf_opt(self.cf(name)?, opts);
             it.seek(block.to_be_bytes());
-            while let Some(key) = it.key() {
-                let Some((b, other, seq)) = parse_block_key(key) else {
-                    break;
-                };
+            let mut read = 0usize;
+            // Keys of one bucket sort by fingerprint; the first of its blocks that varies within
+            // the bucket is block 0, or block 1 in the family of block 0.
+            let next = usize::from(family == 0);
+            let mut variants: Option<Vec<u16>> = None;
+            let mut variant = 0usize;
+            while let Some((b, other, seq)) = it.key().and_then(parse_block_key) {
                 if b != block {
                     break;
+                }
+                read += 1;
+                if read > SCAN_BEFORE_SEEK
+                    && variants.is_none()
+                    && max_distance <= MAX_SEEK_DISTANCE
+                {
+                    metrics::counter!(CROWDED_LOOKUPS).increment(1);
+                    variants = Some(next_block_variants(blocks[next], max_distance));
+                }
+                if let Some(vs) = &variants {
+                    // Skip to the next block value within the distance, if this one is not.
+                    let here = other.blocks()[next];
+                    while variant < vs.len() && vs[variant] < here {
+                        variant += 1;
+                    }
+                    let Some(&want) = vs.get(variant) else {
+                        break;
+                    };
+                    if want != here {
+                        let mut target = Vec::with_capacity(6);
+                        target.extend_from_slice(&block.to_be_bytes());
+                        if family == 0 {
+                            target.extend_from_slice(&block.to_be_bytes());
+                        }
+                        target.extend_from_slice(&want.to_be_bytes());
+                        it.seek(&target);
+                        continue;
+                    }
                 }
                 let distance = fp.distance(other);
                 // An article sharing several blocks appears in several families: keep it once.
@@ -785,6 +830,34 @@ impl ArticleStore for RocksIndex {
         article: &StoredArticle,
         searchable: bool,
     ) -> Result<(), IndexError> {
+        self.write_article(id, None, article, searchable)
+    }
+
+    fn replace(
+        &mut self,
+        id: &str,
+        previous: &StoredArticle,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
+        self.write_article(id, Some(previous), article, searchable)
+    }
+
+    fn counts(&self) -> IndexCounts {
+        self.counts
+    }
+}
+
+impl RocksIndex {
+    /// One atomic write: the article, its block and band entries when searchable, the removal of
+    /// `previous`'s entries when it replaces a stored version, and the counters.
+    fn write_article(
+        &mut self,
+        id: &str,
+        previous: Option<&StoredArticle>,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
         let mut value = Vec::with_capacity(256);
         value.push(layout::ARTICLE_VALUE_FORMAT);
         match &article.sketch {
@@ -803,9 +876,24 @@ impl ArticleStore for RocksIndex {
             message: format!("cannot encode article {id:?}: {e}"),
         })?;
         let mut counts = self.counts;
-        counts.articles += 1;
         counts.next_seq = counts.next_seq.max(article.seq + 1);
         let mut batch = WriteBatch::default();
+        match previous {
+            None => counts.articles += 1,
+            Some(old) if old.decision == StoredDecision::Unique => {
+                counts.unique = counts.unique.saturating_sub(1);
+                for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
+                    batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
+                }
+                if let Some(sketch) = &old.sketch {
+                    let bands = self.cf(BANDS_FAMILY)?;
+                    for (band, key) in sketch.bands() {
+                        batch.delete_cf(bands, band_key(band as u8, key, old.seq));
+                    }
+                }
+            }
+            Some(_) => {}
+        }
         batch.put_cf(self.cf(ARTICLES)?, id.as_bytes(), &value);
         if searchable {
             counts.unique += 1;
@@ -833,10 +921,6 @@ impl ArticleStore for RocksIndex {
             .map_err(rocks_err(&self.dir))?;
         self.counts = counts;
         Ok(())
-    }
-
-    fn counts(&self) -> IndexCounts {
-        self.counts
     }
 }
 

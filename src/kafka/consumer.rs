@@ -3,8 +3,9 @@
 //! partitions finishes and its offsets are committed, before the partitions are released.
 //!
 //! * Every consumed record is registered in the [`OffsetTracker`] and submitted to the engine.
-//! * Backpressure: when `max_in_flight` records are in flight, fetching is paused (the loop keeps
-//!   polling, so group membership and callbacks stay alive) and resumed at half that.
+//! * Backpressure: when `max_in_flight` records or `max_in_flight_bytes` bytes are in flight,
+//!   fetching is paused (the loop keeps polling, so group membership and callbacks stay alive)
+//!   and resumed once both are below half that.
 //! * Commits: a committer thread commits the tracker's committable offsets every
 //!   `commit_interval`, or sooner once `commit_every` records are done, after the index WAL is
 //!   synced; also on revoke and at shutdown. Commits are synchronous (librdkafka reports nothing
@@ -16,12 +17,12 @@
 //! * Assign: librdkafka resumes from the committed offsets (or `auto.offset.reset` for a new group);
 //!   the committed offsets are logged and exported.
 
-use super::config::Settings;
 use super::engine::{Engine, EngineError, EngineHandle};
 use super::record::InputMessage;
 use super::tracker::OffsetTracker;
 use super::{Health, ServiceClientContext, State};
 use crate::metrics as m;
+use crate::settings::Settings;
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -269,6 +270,15 @@ pub fn commit_done(
         .engine
         .sync(SYNC_TIMEOUT)
         .map_err(CommitError::Index)?;
+    // The sync may have taken long enough for a rebalance to move a partition: drop what is no
+    // longer ours, so a commit never goes backwards over another member's.
+    let candidates: Vec<_> = {
+        let t = shared.tracker.lock();
+        candidates.into_iter().filter(|c| t.is_current(c)).collect()
+    };
+    if candidates.is_empty() {
+        return Ok(0);
+    }
     let mut tpl = TopicPartitionList::with_capacity(candidates.len());
     for c in &candidates {
         tpl.add_partition_offset(&shared.topic, c.partition, Offset::Offset(c.offset))
@@ -303,9 +313,11 @@ struct Committer {
 impl Committer {
     fn spawn(consumer: Arc<InputConsumer>, shared: Arc<Shared>, interval: Duration) -> Committer {
         let (wake, rx) = crossbeam_channel::bounded::<()>(1);
+        let guard = shared.engine.fail_on_panic("committer");
         let handle = std::thread::Builder::new()
             .name("committer".into())
             .spawn(move || {
+                let _guard = guard;
                 while !matches!(
                     rx.recv_timeout(interval),
                     Err(crossbeam_channel::RecvTimeoutError::Disconnected)
@@ -462,11 +474,11 @@ pub fn run_loop(
 ) -> LoopExit {
     let ctx = consumer.context();
     let shared = ctx.shared.clone();
-    let committer = Committer::spawn(consumer.clone(), shared.clone(), settings.commit_interval);
-    let topic: Arc<str> = Arc::from(settings.input_topic.as_str());
+    let committer = Committer::spawn(consumer.clone(), shared.clone(), settings.commit_interval());
+    let topic: Arc<str> = Arc::from(settings.service.input_topic.as_str());
     let consumed = metrics::counter!(m::ARTICLES_CONSUMED);
-    let max_in_flight = settings.max_in_flight;
-    let resume_at = max_in_flight / 2;
+    let max_in_flight = settings.service.max_in_flight;
+    let max_bytes = settings.service.max_in_flight_bytes;
     let mut paused = false;
     let mut last_export = Instant::now();
     metrics::gauge!(m::BROKER_UP).set(1.0);
@@ -480,15 +492,18 @@ pub fn run_loop(
         if let Some(f) = shared.engine.failure() {
             break Some(f);
         }
-        let in_flight = shared.tracker.lock().in_flight();
+        let (in_flight, bytes) = {
+            let t = shared.tracker.lock();
+            (t.in_flight(), t.in_flight_bytes())
+        };
         if shared.rebalanced.swap(false, Ordering::SeqCst) && paused {
             set_paused(consumer, true);
         }
-        if !paused && in_flight >= max_in_flight {
-            tracing::debug!("{in_flight} records in flight: pausing fetch");
+        if !paused && (in_flight >= max_in_flight || bytes >= max_bytes) {
+            tracing::debug!("{in_flight} records ({bytes} bytes) in flight: pausing fetch");
             set_paused(consumer, true);
             paused = true;
-        } else if paused && in_flight <= resume_at {
+        } else if paused && in_flight <= max_in_flight / 2 && bytes <= max_bytes / 2 {
             set_paused(consumer, false);
             paused = false;
         }
@@ -496,10 +511,12 @@ pub fn run_loop(
             None => {}
             Some(Ok(msg)) => {
                 shared.health.broker_ok();
-                let epoch = shared
-                    .tracker
-                    .lock()
-                    .register(msg.partition(), msg.offset());
+                let bytes = msg.payload_len() + msg.key_len();
+                let epoch =
+                    shared
+                        .tracker
+                        .lock()
+                        .register_sized(msg.partition(), msg.offset(), bytes);
                 let input = detach(&msg, &topic, epoch);
                 drop(msg);
                 consumed.increment(1);
@@ -510,7 +527,7 @@ pub fn run_loop(
             Some(Err(e)) => report_poll_error(&shared, &ctx.client, &e),
         }
         shared.health.polled();
-        if shared.tracker.lock().released_since_commit() >= settings.commit_every {
+        if shared.tracker.lock().released_since_commit() >= settings.service.commit_every {
             committer.wake();
         }
         if last_export.elapsed() >= Duration::from_secs(1) {
@@ -520,16 +537,15 @@ pub fn run_loop(
     };
 
     // Drain: stop fetching, keep polling (callbacks, membership) until in-flight work is done.
-    shared.health.set_state(if fatal.is_some() {
-        State::Failed
-    } else {
-        State::Draining
-    });
+    match &fatal {
+        Some(f) => shared.health.fail(f.clone()),
+        None => shared.health.set_state(State::Draining),
+    }
     set_paused(consumer, true);
     let timeout = if fatal.is_some() {
-        settings.shutdown_timeout.min(Duration::from_secs(10))
+        settings.shutdown_timeout().min(Duration::from_secs(10))
     } else {
-        settings.shutdown_timeout
+        settings.shutdown_timeout()
     };
     let start = Instant::now();
     let in_flight = shared.tracker.lock().in_flight();

@@ -5,16 +5,17 @@
 //! ```
 //!
 //! * **prepare** ([`Preparer`]): parse + validate + fingerprint, pure. Runs on `threads` workers.
-//!   It only needs the record's bytes and returns a [`Prepared`], so it could run on other machines
+//!   It needs the record (bytes, and headers for the output-size check) and returns a [`Prepared`], so it could run on other machines
 //!   (a remote `Preparer` keyed by topic/partition/offset) without touching the decision stage.
 //! * **decide**: one thread owns the `Deduper` (lookup + atomic insert), so two near-duplicates in
 //!   flight can never both be unique. Results are put back in submission order first, and the
 //!   consumer submits in consumption order, so decisions follow each partition's order.
-//! * The decision thread hands every outcome to an [`OutputSink`] (Kafka producer in the service,
-//!   a vector in tests). The committer makes the index WAL durable before it commits an offset:
-//!   with the store's [`SyncHandle`] it does the fsync itself, on its own thread, while the
-//!   decision thread goes on deciding (an fsync takes 2-10 ms); a store without one has its
-//!   `sync` requests served by the decision thread between two decisions.
+//! * The decision thread decides every record that is ready, makes those index writes durable
+//!   with one fsync (group commit), and only then hands their outcomes to an [`OutputSink`]
+//!   (Kafka producer in the service, a vector in tests): a published decision survives a power
+//!   loss. The committer syncs once more before it commits an offset (with the store's
+//!   [`SyncHandle`] on its own thread; a store without one has its `sync` requests served by the
+//!   decision thread between two groups).
 //!
 //! An index error is fatal: the decision thread stops deciding (later records are dropped and
 //! never acknowledged, so their offsets are never committed), records the failure and keeps
@@ -104,31 +105,58 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
 }
 
 /// Where decided records go. `send` may block (output queue full); it must eventually report the
-/// delivery of `ticket` to whoever tracks offsets, or never report it if the record is abandoned.
+/// delivery of `ticket` to whoever tracks offsets, or never report it if the record is abandoned
+/// or can never be delivered (then it calls [`EngineHandle::fail`]).
 pub trait OutputSink: Send + 'static {
+    /// Called once by [`Engine::start`], before the first `send`, with the engine's handle.
+    fn attach(&mut self, _engine: &EngineHandle) {}
     fn send(&mut self, record: OutputRecord, ticket: Ticket);
 }
 
-/// The fingerprint stage: raw record value -> validated, fingerprinted article (or why not).
+/// The fingerprint stage: consumed record -> validated, fingerprinted article (or why not).
 pub trait Preparer: Send + Sync + 'static {
-    fn prepare(&self, payload: Option<&[u8]>) -> Prepared;
+    fn prepare(&self, msg: &InputMessage) -> Prepared;
 }
 
-/// `pipeline::prepare` on this machine.
+/// `pipeline::prepare` on this machine, plus the check that a valid article's output record
+/// fits the producer's limit.
 pub struct LocalPreparer {
     pub fingerprinter: Fingerprinter,
     pub max_article_bytes: usize,
+    /// The producer's `message.max.bytes`. An article whose output record (value, key and
+    /// headers) could exceed it is invalid (`oversized`) before it reaches the index, so the
+    /// index never holds an article that no reader of the output topics saw.
+    pub max_output_bytes: usize,
 }
 
 impl Preparer for LocalPreparer {
-    fn prepare(&self, payload: Option<&[u8]>) -> Prepared {
-        match payload {
-            Some(bytes) => pipeline::prepare(bytes, &self.fingerprinter, self.max_article_bytes),
-            None => Prepared::Invalid(InvalidArticle::new(
+    fn prepare(&self, msg: &InputMessage) -> Prepared {
+        let Some(bytes) = msg.payload.as_deref() else {
+            return Prepared::Invalid(InvalidArticle::new(
                 InvalidReason::BadJson,
                 "record has no value (null payload)",
-            )),
+            ));
+        };
+        let prepared = pipeline::prepare(bytes, &self.fingerprinter, self.max_article_bytes);
+        if let Prepared::Valid {
+            article,
+            open_record,
+            ..
+        } = &prepared
+        {
+            let worst = record::worst_case_output_bytes(msg, &article.id, open_record.len());
+            if worst > self.max_output_bytes {
+                return Prepared::Invalid(InvalidArticle {
+                    reason: InvalidReason::Oversized,
+                    message: format!(
+                        "its output record could reach {worst} bytes with key and headers, over the producer's message.max.bytes ({}): it could never be delivered, so it is not indexed",
+                        self.max_output_bytes
+                    ),
+                    id: Some(article.id.clone()),
+                });
+            }
         }
+        prepared
     }
 }
 
@@ -166,8 +194,9 @@ pub struct EngineHandle {
     abandon: Arc<AtomicBool>,
     /// The store's own sync, done on the caller's thread (see the module docs).
     sync_handle: Option<SyncHandle>,
-    /// Set when a sync failed: the decision thread stops deciding.
-    sync_failed: Arc<AtomicBool>,
+    /// Set when the stage must stop deciding (a failed sync, an output that can never be
+    /// delivered, a panicked thread): nothing after the failure is decided.
+    halted: Arc<AtomicBool>,
     sync_secs: metrics::Histogram,
 }
 
@@ -181,10 +210,9 @@ impl EngineHandle {
             let result = handle.sync();
             self.sync_secs.record(start.elapsed().as_secs_f64());
             return result.map_err(|e| {
-                self.sync_failed.store(true, Ordering::SeqCst);
-                let msg = format!("cannot sync the index: {e}; stopped deciding");
-                tracing::error!("{msg}");
-                EngineError::Failed(self.failure.lock().get_or_insert(msg).clone())
+                EngineError::Failed(
+                    self.fail(format!("cannot sync the index: {e}; stopped deciding")),
+                )
             });
         }
         let (tx, rx) = bounded(1);
@@ -211,10 +239,48 @@ impl EngineHandle {
         self.failure.lock().clone()
     }
 
+    /// Stops the decision stage for good: nothing more is decided, the consumer loop sees the
+    /// failure, commits what is done and the service exits non-zero. Returns the failure kept
+    /// (the first one, if several threads fail).
+    pub fn fail(&self, why: String) -> String {
+        self.halted.store(true, Ordering::SeqCst);
+        let mut failure = self.failure.lock();
+        if failure.is_none() {
+            tracing::error!("{why}");
+        }
+        failure.get_or_insert(why).clone()
+    }
+
+    /// A guard that fails the engine if the thread holding it panics, so a panic anywhere in
+    /// the pipeline stops the service visibly instead of leaving a record forever in flight.
+    pub fn fail_on_panic(&self, thread: &'static str) -> FailOnPanic {
+        FailOnPanic {
+            engine: self.clone(),
+            thread,
+        }
+    }
+
     /// Drops every record not yet handed to the sink (on shutdown timeout): they are never
     /// acknowledged, so their offsets are not committed and they are processed again later.
     pub fn abandon(&self) {
         self.abandon.store(true, Ordering::SeqCst);
+    }
+}
+
+/// See [`EngineHandle::fail_on_panic`].
+pub struct FailOnPanic {
+    engine: EngineHandle,
+    thread: &'static str,
+}
+
+impl Drop for FailOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.engine.fail(format!(
+                "the {} thread panicked (see the panic message above); stopped deciding: offsets are committed only up to the last record delivered before it",
+                self.thread
+            ));
+        }
     }
 }
 
@@ -234,7 +300,7 @@ impl Engine {
     pub fn start<D: DecisionStage, K: OutputSink>(
         decider: D,
         preparer: Arc<dyn Preparer>,
-        sink: K,
+        mut sink: K,
         threads: usize,
         abandon: Arc<AtomicBool>,
     ) -> Engine {
@@ -242,43 +308,49 @@ impl Engine {
         let (ready_tx, ready_rx) = unbounded::<Ready>();
         let (control_tx, control_rx) = unbounded::<Control>();
         let failure = Arc::new(Mutex::new(None));
-        let sync_handle = decider.sync_handle();
-        let sync_failed = Arc::new(AtomicBool::new(false));
+        let handle = EngineHandle {
+            control: control_tx,
+            failure: failure.clone(),
+            abandon: abandon.clone(),
+            sync_handle: decider.sync_handle(),
+            halted: Arc::new(AtomicBool::new(false)),
+            sync_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync"),
+        };
+        sink.attach(&handle);
         let workers = (0..threads.max(1))
             .map(|i| {
                 let rx = jobs_rx.clone();
                 let tx = ready_tx.clone();
                 let preparer = preparer.clone();
                 let abandon = abandon.clone();
+                let guard = handle.fail_on_panic("prepare");
                 std::thread::Builder::new()
                     .name(format!("prepare-{i}"))
-                    .spawn(move || prepare_loop(rx, tx, preparer.as_ref(), &abandon))
+                    .spawn(move || {
+                        let _guard = guard;
+                        prepare_loop(rx, tx, preparer.as_ref(), &abandon)
+                    })
                     .expect("cannot spawn a prepare thread")
             })
             .collect();
         drop(ready_tx);
         let decider = {
-            let failure = failure.clone();
-            let abandon = abandon.clone();
             let stop = DecideStop {
                 abandon,
-                sync_failed: sync_failed.clone(),
+                halted: handle.halted.clone(),
             };
+            let guard = handle.fail_on_panic("decide");
             std::thread::Builder::new()
                 .name("decide".into())
-                .spawn(move || decide_loop(decider, sink, ready_rx, control_rx, &failure, &stop))
+                .spawn(move || {
+                    let _guard = guard;
+                    decide_loop(decider, sink, ready_rx, control_rx, &failure, &stop)
+                })
                 .expect("cannot spawn the decision thread")
         };
         Engine {
             jobs: Some(jobs_tx),
-            handle: EngineHandle {
-                control: control_tx,
-                failure,
-                abandon,
-                sync_handle,
-                sync_failed,
-                sync_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync"),
-            },
+            handle,
             next_seq: 0,
             workers,
             decider: Some(decider),
@@ -322,7 +394,7 @@ fn prepare_loop(
             continue;
         }
         let start = Instant::now();
-        let prepared = preparer.prepare(msg.payload.as_deref());
+        let prepared = preparer.prepare(&msg);
         if matches!(prepared, Prepared::Valid { .. }) {
             // Only the DLQ needs the original bytes.
             msg.payload = None;
@@ -350,7 +422,11 @@ struct DecideMetrics {
     index_articles: metrics::Gauge,
     index_unique: metrics::Gauge,
     index_disk: metrics::Gauge,
+    group_size: metrics::Histogram,
 }
+
+/// Most records decided before one fsync publishes them (bounds the latency a group adds).
+const GROUP_COMMIT_MAX: usize = 1024;
 
 impl DecideMetrics {
     fn new() -> Self {
@@ -365,6 +441,7 @@ impl DecideMetrics {
             index_articles: metrics::gauge!(m::INDEX_ARTICLES),
             index_unique: metrics::gauge!(m::INDEX_UNIQUE),
             index_disk: metrics::gauge!(m::INDEX_DISK_BYTES),
+            group_size: metrics::histogram!(m::GROUP_COMMIT_SIZE),
         }
     }
 }
@@ -373,8 +450,8 @@ impl DecideMetrics {
 struct DecideStop {
     /// Shutdown timed out: drop what is left.
     abandon: Arc<AtomicBool>,
-    /// A sync on the committer's thread failed.
-    sync_failed: Arc<AtomicBool>,
+    /// The stage was stopped from another thread ([`EngineHandle::fail`]).
+    halted: Arc<AtomicBool>,
 }
 
 fn decide_loop<D: DecisionStage, K: OutputSink>(
@@ -399,23 +476,55 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
             recv(ready_rx) -> item => match item {
                 Ok(item) => {
                     pending.insert(item.seq, item);
+                    // Group commit: decide every record that is ready, make the index writes
+                    // durable with one fsync, and only then hand their outputs to the sink, so a
+                    // published decision survives a power loss (a replay can never swap which of
+                    // two near-duplicates is the original).
+                    while pending.len() < GROUP_COMMIT_MAX {
+                        match ready_rx.try_recv() {
+                            Ok(more) => {
+                                pending.insert(more.seq, more);
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    let mut outbox = Vec::new();
                     while let Some(item) = pending.remove(&next) {
                         next += 1;
-                        failed |= stop.sync_failed.load(Ordering::Relaxed);
+                        failed |= stop.halted.load(Ordering::Relaxed);
                         if failed || stop.abandon.load(Ordering::Relaxed) {
                             continue;
                         }
-                        if let Err(e) = decide_one(&mut decider, &mut sink, item, &metrics) {
-                            failed = true;
-                            let synced = match decider.sync() {
-                                Ok(()) => "writes before it are durable".to_owned(),
-                                Err(s) => format!("syncing earlier writes failed too: {s}"),
-                            };
-                            let msg = format!(
-                                "index error: {e}; stopped deciding ({synced}); offsets are committed only up to the last record decided and delivered before the error"
-                            );
-                            tracing::error!("{msg}");
-                            *failure.lock() = Some(msg);
+                        match decide_one(&mut decider, item, &metrics) {
+                            Ok(out) => outbox.push(out),
+                            Err(e) => {
+                                failed = true;
+                                let msg = format!(
+                                    "index error: {e}; stopped deciding; offsets are committed only up to the last record decided and delivered before the error"
+                                );
+                                tracing::error!("{msg}");
+                                *failure.lock() = Some(msg);
+                            }
+                        }
+                    }
+                    if !outbox.is_empty() {
+                        let start = Instant::now();
+                        let synced = decider.sync();
+                        metrics.sync_secs.record(start.elapsed().as_secs_f64());
+                        metrics.group_size.record(outbox.len() as f64);
+                        match synced {
+                            Ok(()) => {
+                                for (record, ticket) in outbox {
+                                    sink.send(record, ticket);
+                                }
+                            }
+                            // Nothing of the group is published: its decisions may not be durable.
+                            Err(e) => {
+                                failed = true;
+                                let msg = format!("cannot sync the index: {e}; stopped deciding");
+                                tracing::error!("{msg}");
+                                failure.lock().get_or_insert(msg);
+                            }
                         }
                     }
                     if last_disk.elapsed() >= Duration::from_secs(10) {
@@ -453,12 +562,12 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
     drop(decider);
 }
 
-fn decide_one<D: DecisionStage, K: OutputSink>(
+/// Decides one record; returns its output record (not yet published: see the group commit).
+fn decide_one<D: DecisionStage>(
     decider: &mut D,
-    sink: &mut K,
     item: Ready,
     metrics: &DecideMetrics,
-) -> Result<(), IndexError> {
+) -> Result<(OutputRecord, Ticket), IndexError> {
     let Ready {
         msg,
         prepared,
@@ -495,6 +604,5 @@ fn decide_one<D: DecisionStage, K: OutputSink>(
         }
     };
     metrics.decide_secs.record(start.elapsed().as_secs_f64());
-    sink.send(record, ticket);
-    Ok(())
+    Ok((record, ticket))
 }

@@ -11,14 +11,12 @@
 //!    committer)  ◄──────────── tracker (per-partition done offsets) ◄── ack task (tokio) ◄─────────┘
 //! ```
 //!
-//! * [`config`]: `[service]` + flags + environment -> [`config::Settings`].
 //! * [`tracker`]: which offsets are done and committable (pure).
 //! * [`record`]: input message / output record / headers (pure).
 //! * [`engine`]: prepare pool + decision thread behind `Preparer` / `OutputSink` (no Kafka).
 //! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
 //! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling.
 
-pub mod config;
 pub mod consumer;
 pub mod engine;
 pub mod producer;
@@ -74,6 +72,10 @@ pub struct Health {
     broker_up: AtomicBool,
     started: Instant,
     last_poll_ms: AtomicU64,
+    /// When a record was last finished (its output acknowledged), ms since `started`.
+    last_progress_ms: AtomicU64,
+    /// Records in flight with no progress for this long (broker up) fail liveness.
+    progress_timeout: Duration,
     pub assigned: AtomicUsize,
     pub in_flight: AtomicUsize,
     failure: Mutex<Option<String>>,
@@ -87,13 +89,15 @@ const STALL: Duration = Duration::from_secs(30);
 /// Repeated librdkafka errors of one kind are logged at most this often.
 const ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
 
-impl Default for Health {
-    fn default() -> Self {
+impl Health {
+    pub fn new(progress_timeout: Duration) -> Self {
         Health {
             state: AtomicU8::new(State::Starting as u8),
             broker_up: AtomicBool::new(true),
             started: Instant::now(),
             last_poll_ms: AtomicU64::new(0),
+            last_progress_ms: AtomicU64::new(0),
+            progress_timeout,
             assigned: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             failure: Mutex::new(None),
@@ -120,6 +124,26 @@ impl Health {
     pub fn polled(&self) {
         self.last_poll_ms
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// A record was finished (its output acknowledged).
+    pub fn progressed(&self) {
+        self.last_progress_ms
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn progress_age(&self) -> Duration {
+        let last = self.last_progress_ms.load(Ordering::Relaxed);
+        self.started
+            .elapsed()
+            .saturating_sub(Duration::from_millis(last))
+    }
+
+    /// Records wait while the broker is up, yet none has finished for `progress_timeout`.
+    fn stuck(&self) -> bool {
+        self.in_flight.load(Ordering::Relaxed) > 0
+            && self.broker_is_up()
+            && self.progress_age() > self.progress_timeout
     }
 
     pub fn broker_ok(&self) {
@@ -167,20 +191,26 @@ impl Health {
             "assigned_partitions": self.assigned.load(Ordering::Relaxed),
             "in_flight": self.in_flight.load(Ordering::Relaxed),
             "last_poll_age_ms": self.poll_age().as_millis() as u64,
+            "last_progress_age_ms": self.progress_age().as_millis() as u64,
             "failure": *self.failure.lock(),
         })
         .to_string()
     }
 
-    /// Liveness: 200 unless the service failed or its consumer loop stalled.
+    /// Liveness: 200 unless the service failed, its consumer loop stalled, or records wait
+    /// without progress while the broker is up.
     pub fn liveness(&self) -> (u16, String) {
         let state = self.state();
-        let stalled = state == State::Running && self.poll_age() > STALL;
-        if state == State::Failed || stalled {
-            (503, self.body(if stalled { "stalled" } else { "failed" }))
-        } else {
-            (200, self.body("ok"))
+        if state == State::Failed {
+            return (503, self.body("failed"));
         }
+        if state == State::Running && self.poll_age() > STALL {
+            return (503, self.body("stalled"));
+        }
+        if state == State::Running && self.stuck() {
+            return (503, self.body("no_progress"));
+        }
+        (200, self.body("ok"))
     }
 
     /// Readiness: 200 while running with a reachable broker.

@@ -1,15 +1,22 @@
 //! The output side: an [`OutputSink`] on rdkafka's `FutureProducer`. Each record's delivery
 //! future is awaited by a tokio task that marks the input offset done in the tracker once the
-//! broker has acknowledged it. Nothing is ever skipped: a failed delivery is produced again with
-//! exponential backoff (logged), and a record the broker refuses as too large goes to the DLQ
-//! instead (reason `oversized`, value truncated, source headers pointing at the original).
+//! broker has acknowledged it. Nothing is ever skipped. Failures are classified:
+//!
+//! * retriable (broker down, leader change, timeouts): produced again with exponential backoff,
+//!   for at most `max_retry` per record;
+//! * too large: the record goes to the DLQ instead (reason `oversized`), as a record whose total
+//!   size is bounded (`record::oversized_fallback`);
+//! * permanent (unknown topic, authorization, fatal producer error, a refused fallback, retries
+//!   exhausted): the engine is failed ([`EngineHandle::fail`]), so the service stops deciding,
+//!   reports it on /health, commits what is done and exits non-zero. The record is never
+//!   acknowledged, so no offset passes it.
 
-use super::config::Topics;
-use super::engine::OutputSink;
+use super::engine::{EngineHandle, OutputSink};
 use super::record::{self, OutputKind, OutputRecord, Ticket};
 use super::tracker::OffsetTracker;
 use super::ServiceClientContext;
 use crate::metrics as m;
+use crate::settings::Topics;
 use parking_lot::Mutex;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -18,12 +25,10 @@ use rdkafka::ClientConfig;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub type OutputProducer = FutureProducer<ServiceClientContext>;
 
-/// DLQ fallback values are cut to this size when the broker refuses a record as too large.
-pub const FALLBACK_MAX_BYTES: usize = 64 * 1024;
 const RETRY_BACKOFF_START: Duration = Duration::from_millis(200);
 const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(30);
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(5);
@@ -42,15 +47,17 @@ pub fn create_producer(
 /// Marks input offsets done when their output is acknowledged.
 pub struct Acks {
     pub tracker: Arc<Mutex<OffsetTracker>>,
+    health: Arc<super::Health>,
     latency: metrics::Histogram,
     delivered: [metrics::Counter; 3],
     retries: metrics::Counter,
 }
 
 impl Acks {
-    pub fn new(tracker: Arc<Mutex<OffsetTracker>>) -> Self {
+    pub fn new(tracker: Arc<Mutex<OffsetTracker>>, health: Arc<super::Health>) -> Self {
         Acks {
             tracker,
+            health,
             latency: metrics::histogram!(m::PROCESSING_LATENCY),
             delivered: [OutputKind::Unique, OutputKind::Duplicate, OutputKind::Dlq]
                 .map(|k| metrics::counter!(m::RECORDS_DELIVERED, "kind" => k.as_str())),
@@ -64,32 +71,66 @@ impl Acks {
         self.tracker
             .lock()
             .done(ticket.partition, ticket.epoch, ticket.offset);
+        self.health.progressed();
     }
 }
 
 /// The producer-backed sink. `send` runs on the decision thread; deliveries are awaited on tokio.
 pub struct ProducerSink {
-    producer: OutputProducer,
-    topics: Arc<Topics>,
+    out: Arc<Output>,
     runtime: tokio::runtime::Handle,
     acks: Arc<Acks>,
+}
+
+/// What every delivery needs: the client, where records go, and whom to tell when one can never
+/// be delivered.
+struct Output {
+    producer: OutputProducer,
+    topics: Topics,
     abandon: Arc<AtomicBool>,
+    /// Longest time one record is retried (None: for ever).
+    max_retry: Option<Duration>,
+    /// Set by `attach`, before the first record.
+    engine: std::sync::OnceLock<EngineHandle>,
 }
 
 impl ProducerSink {
+    /// `max_retry`: how long one record's retriable failures are retried before the service
+    /// stops (zero: for ever).
     pub fn new(
         producer: OutputProducer,
         topics: Topics,
         runtime: tokio::runtime::Handle,
         acks: Arc<Acks>,
         abandon: Arc<AtomicBool>,
+        max_retry: Duration,
     ) -> Self {
         ProducerSink {
-            producer,
-            topics: Arc::new(topics),
+            out: Arc::new(Output {
+                producer,
+                topics,
+                abandon,
+                max_retry: (!max_retry.is_zero()).then_some(max_retry),
+                engine: std::sync::OnceLock::new(),
+            }),
             runtime,
             acks,
-            abandon,
+        }
+    }
+}
+
+impl Output {
+    fn abandoned(&self) -> bool {
+        self.abandon.load(Ordering::Relaxed)
+    }
+
+    /// A record that can never be delivered: stop the service (see the module docs).
+    fn fail(&self, why: String) {
+        match self.engine.get() {
+            Some(engine) => {
+                engine.fail(why);
+            }
+            None => tracing::error!("{why}"),
         }
     }
 }
@@ -121,35 +162,76 @@ fn is_size_error(e: &KafkaError) -> bool {
     )
 }
 
+/// Why an error can never go away by producing the same record again, if it cannot.
+fn permanent(e: &KafkaError) -> Option<&'static str> {
+    use RDKafkaErrorCode as C;
+    Some(match e.rdkafka_error_code()? {
+        C::UnknownTopic | C::UnknownTopicOrPartition => {
+            "the topic does not exist and the broker does not create it: create the topic, then restart the service"
+        }
+        C::TopicAuthorizationFailed
+        | C::ClusterAuthorizationFailed
+        | C::SaslAuthenticationFailed
+        | C::Authentication => {
+            "the broker refuses this client: fix its ACLs or credentials, then restart the service"
+        }
+        C::Fatal => "the producer hit a fatal error: restart the service",
+        C::InvalidTopic => "the topic name is invalid: fix the topic setting",
+        C::PolicyViolation | C::InvalidRequiredAcks | C::InvalidConfig => {
+            "the broker refuses the producer's configuration: fix the -X properties"
+        }
+        _ => return None,
+    })
+}
+
 /// What to do with a record whose enqueue or delivery failed.
 enum Next {
     /// The same record again (after a wait).
     Retry(OutputRecord),
     /// A replacement record (DLQ fallback), right away.
     Replace(OutputRecord),
+    /// Never deliverable: the reason (the record is dropped unacknowledged).
+    Fail(String),
 }
 
-fn on_failure(record: OutputRecord, error: &KafkaError) -> Next {
+fn on_failure(
+    out: &Output,
+    record: OutputRecord,
+    error: &KafkaError,
+    ticket: &Ticket,
+    first_failure: Instant,
+) -> Next {
+    let topic = topic_of(&out.topics, record.kind);
+    let input = format!("input {}/{}", ticket.partition, ticket.offset);
     if is_size_error(error) {
-        let limit = if record.kind == OutputKind::Dlq {
-            // Already a DLQ record: halve until it fits.
-            (record.payload.len() / 2).min(FALLBACK_MAX_BYTES)
-        } else {
-            FALLBACK_MAX_BYTES
-        };
+        if record::is_fallback(&record) {
+            return Next::Fail(format!(
+                "the broker refused even the size-bounded dead-letter record of {input} ({} bytes) as too large ({error}): check max.message.bytes of topic {topic}; stopped, nothing after {input} is committed",
+                record::record_bytes(&record)
+            ));
+        }
         tracing::warn!(
-            "the broker refused a {} record of {} bytes as too large ({error}); sending it to the DLQ truncated to {limit} bytes",
+            "the broker refused the {} record of {input} ({} bytes) as too large ({error}); sending it to {} cut to at most {} bytes of value",
             record.kind.as_str(),
-            record.payload.len()
+            record::record_bytes(&record),
+            out.topics.dlq,
+            record::FALLBACK_MAX_VALUE_BYTES
         );
-        Next::Replace(record::oversized_fallback(
-            record,
-            &error.to_string(),
-            limit,
-        ))
-    } else {
-        Next::Retry(record)
+        return Next::Replace(record::oversized_fallback(record, &error.to_string()));
     }
+    if let Some(why) = permanent(error) {
+        return Next::Fail(format!(
+            "cannot produce the output of {input} to {topic}: {error}: {why}; stopped, nothing after {input} is committed"
+        ));
+    }
+    if let Some(max) = out.max_retry {
+        if first_failure.elapsed() >= max {
+            return Next::Fail(format!(
+                "cannot produce the output of {input} to {topic}: still failing after {max:?} of retries (last error: {error}); stopped, nothing after {input} is committed (raise max_retry_ms to wait longer)"
+            ));
+        }
+    }
+    Next::Retry(record)
 }
 
 fn try_enqueue(
@@ -171,48 +253,55 @@ fn is_queue_full(e: &KafkaError) -> bool {
 }
 
 /// Enqueues from a plain thread, waiting while the local queue is full. Returns None if the
-/// engine abandoned its work meanwhile.
+/// engine abandoned its work meanwhile, or the record can never be delivered.
 fn enqueue_blocking(
-    producer: &OutputProducer,
-    topics: &Topics,
+    out: &Output,
     mut record: OutputRecord,
-    abandon: &AtomicBool,
+    ticket: &Ticket,
 ) -> Option<(DeliveryFuture, OutputRecord)> {
     let mut backoff = RETRY_BACKOFF_START;
+    let mut first_failure = None;
     loop {
-        if abandon.load(Ordering::Relaxed) {
+        if out.abandoned() {
             return None;
         }
-        match try_enqueue(producer, topics, &record) {
+        match try_enqueue(&out.producer, &out.topics, &record) {
             Ok(f) => return Some((f, record)),
             Err(e) if is_queue_full(&e) => std::thread::sleep(QUEUE_FULL_WAIT),
-            Err(e) => match on_failure(record, &e) {
-                Next::Replace(r) => record = r,
-                Next::Retry(r) => {
-                    tracing::warn!(
-                        "cannot produce to {}: {e}; retrying in {backoff:?}",
-                        topic_of(topics, r.kind)
-                    );
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
-                    record = r;
+            Err(e) => {
+                let since = *first_failure.get_or_insert_with(Instant::now);
+                match on_failure(out, record, &e, ticket, since) {
+                    Next::Replace(r) => record = r,
+                    Next::Retry(r) => {
+                        tracing::warn!(
+                            "cannot produce to {}: {e}; retrying in {backoff:?}",
+                            topic_of(&out.topics, r.kind)
+                        );
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
+                        record = r;
+                    }
+                    Next::Fail(why) => {
+                        out.fail(why);
+                        return None;
+                    }
                 }
-            },
+            }
         }
     }
 }
 
-/// Awaits a delivery; produces again until the broker acknowledges the record.
+/// Awaits a delivery; produces again until the broker acknowledges the record, or fails the
+/// engine if it never can.
 async fn deliver(
-    producer: OutputProducer,
-    topics: Arc<Topics>,
+    out: Arc<Output>,
     acks: Arc<Acks>,
-    abandon: Arc<AtomicBool>,
     mut future: DeliveryFuture,
     mut record: OutputRecord,
     ticket: Ticket,
 ) {
     let mut backoff = RETRY_BACKOFF_START;
+    let mut first_failure = None;
     loop {
         let error = match future.await {
             Ok(Ok(_delivery)) => {
@@ -223,16 +312,17 @@ async fn deliver(
             // The producer was dropped (shutdown): never acknowledged, never committed.
             Err(_canceled) => return,
         };
-        if abandon.load(Ordering::Relaxed) {
+        if out.abandoned() {
             return;
         }
-        record = match on_failure(record, &error) {
+        let since = *first_failure.get_or_insert_with(Instant::now);
+        record = match on_failure(&out, record, &error, &ticket, since) {
             Next::Replace(r) => r,
             Next::Retry(r) => {
                 acks.retries.increment(1);
                 tracing::warn!(
                     "delivery to {} failed: {error}; producing it again in {backoff:?} (input {}/{} stays uncommitted until delivered)",
-                    topic_of(&topics, r.kind),
+                    topic_of(&out.topics, r.kind),
                     ticket.partition,
                     ticket.offset
                 );
@@ -240,24 +330,32 @@ async fn deliver(
                 backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                 r
             }
-        };
-        future = loop {
-            if abandon.load(Ordering::Relaxed) {
+            Next::Fail(why) => {
+                out.fail(why);
                 return;
             }
-            match try_enqueue(&producer, &topics, &record) {
+        };
+        future = loop {
+            if out.abandoned() {
+                return;
+            }
+            match try_enqueue(&out.producer, &out.topics, &record) {
                 Ok(f) => break f,
                 Err(e) if is_queue_full(&e) => tokio::time::sleep(QUEUE_FULL_WAIT).await,
-                Err(e) => match on_failure(record, &e) {
+                Err(e) => match on_failure(&out, record, &e, &ticket, since) {
                     Next::Replace(r) => record = r,
                     Next::Retry(r) => {
                         tracing::warn!(
                             "cannot produce to {}: {e}; retrying in {backoff:?}",
-                            topic_of(&topics, r.kind)
+                            topic_of(&out.topics, r.kind)
                         );
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(RETRY_BACKOFF_MAX);
                         record = r;
+                    }
+                    Next::Fail(why) => {
+                        out.fail(why);
+                        return;
                     }
                 },
             }
@@ -266,21 +364,20 @@ async fn deliver(
 }
 
 impl OutputSink for ProducerSink {
+    fn attach(&mut self, engine: &EngineHandle) {
+        let _ = self.out.engine.set(engine.clone());
+    }
+
     fn send(&mut self, record: OutputRecord, ticket: Ticket) {
-        let Some((future, record)) =
-            enqueue_blocking(&self.producer, &self.topics, record, &self.abandon)
-        else {
+        let Some((future, record)) = enqueue_blocking(&self.out, record, &ticket) else {
             return;
         };
-        self.runtime.spawn(deliver(
-            self.producer.clone(),
-            self.topics.clone(),
-            self.acks.clone(),
-            self.abandon.clone(),
-            future,
-            record,
-            ticket,
-        ));
+        let (out, acks) = (self.out.clone(), self.acks.clone());
+        self.runtime.spawn(async move {
+            // A panic here would leave the record in flight for ever: fail visibly instead.
+            let _guard = out.engine.get().map(|e| e.fail_on_panic("delivery"));
+            deliver(out, acks, future, record, ticket).await
+        });
     }
 }
 

@@ -23,6 +23,10 @@ pub const H_ERROR_REASON: &str = "newsdedup.error.reason";
 pub const H_ERROR_MESSAGE: &str = "newsdedup.error.message";
 /// DLQ header: present when the value was cut to fit the broker's size limit: original length.
 pub const H_ERROR_TRUNCATED: &str = "newsdedup.error.truncated_from";
+/// DLQ fallback header: the input's key was too large and dropped: its length.
+pub const H_ERROR_KEY_DROPPED: &str = "newsdedup.error.key_dropped_bytes";
+/// DLQ fallback header: the input's own headers were too large and dropped: their total bytes.
+pub const H_ERROR_HEADERS_DROPPED: &str = "newsdedup.error.headers_dropped_bytes";
 /// Input headers with this prefix are dropped (they would collide with ours).
 pub const HEADER_PREFIX: &str = "newsdedup.";
 
@@ -114,6 +118,29 @@ impl InputMessage {
     }
 }
 
+/// Bytes of the service's own headers, at most (source coordinates and decision).
+const OWN_HEADER_BYTES: usize = 512;
+/// Per-record overhead of the Kafka record format (lengths, offsets, attributes), at most.
+const RECORD_OVERHEAD_BYTES: usize = 128;
+
+/// The largest size the output record of `input` can reach when its value starts with
+/// `open_len` bytes (`output::open_record`) and its key is `id`: known before the decision.
+pub fn worst_case_output_bytes(input: &InputMessage, id: &str, open_len: usize) -> usize {
+    let passthrough: usize = input
+        .headers
+        .iter()
+        .filter(|(k, _)| !k.starts_with(HEADER_PREFIX))
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    open_len
+        + crate::output::MAX_DEDUP_MEMBER_BYTES
+        + id.len()
+        + passthrough
+        + OWN_HEADER_BYTES
+        + input.topic.len()
+        + RECORD_OVERHEAD_BYTES
+}
+
 /// The output record of a decided article: the same JSON as `batch` (input object + `dedup`),
 /// keyed by article id.
 pub fn decided_record(
@@ -156,27 +183,46 @@ pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
     }
 }
 
+/// Bounds of a DLQ fallback record (value, key, pass-through headers), so that its total size
+/// is known before it is produced: with the service's own headers it stays under 80 KiB, far
+/// below any broker's limit, and a second refusal can only mean a misconfigured topic.
+pub const FALLBACK_MAX_VALUE_BYTES: usize = 64 * 1024;
+pub const FALLBACK_MAX_KEY_BYTES: usize = 1024;
+pub const FALLBACK_MAX_PASSTHROUGH_HEADER_BYTES: usize = 8 * 1024;
+
 /// A record the broker refused as too large becomes a DLQ record (reason `oversized`) whose value
-/// is the first `max_bytes` of the refused value; the source headers locate the original.
-pub fn oversized_fallback(
-    rejected: OutputRecord,
-    broker_error: &str,
-    max_bytes: usize,
-) -> OutputRecord {
+/// is the first [`FALLBACK_MAX_VALUE_BYTES`] of the refused value; the source headers locate the
+/// original. A key or pass-through headers larger than their bound are dropped, with a header
+/// giving their size.
+pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputRecord {
     let original_len = rejected.payload.len();
     let mut payload = rejected.payload;
-    payload.truncate(max_bytes);
-    let mut headers: Vec<(String, Vec<u8>)> = rejected
+    payload.truncate(FALLBACK_MAX_VALUE_BYTES);
+    let (ours, passthrough): (Vec<_>, Vec<_>) = rejected
         .headers
         .into_iter()
         .filter(|(k, _)| k != H_DECISION && k != H_ERROR_REASON && k != H_ERROR_MESSAGE)
-        .collect();
+        .partition(|(k, _)| k.starts_with(HEADER_PREFIX));
+    let passthrough_bytes: usize = passthrough.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let mut headers = ours;
+    if passthrough_bytes <= FALLBACK_MAX_PASSTHROUGH_HEADER_BYTES {
+        headers.extend(passthrough);
+    } else {
+        headers.push((
+            H_ERROR_HEADERS_DROPPED.into(),
+            passthrough_bytes.to_string().into_bytes(),
+        ));
+    }
+    let key = match rejected.key {
+        Some(k) if k.len() > FALLBACK_MAX_KEY_BYTES => {
+            headers.push((H_ERROR_KEY_DROPPED.into(), k.len().to_string().into_bytes()));
+            None
+        }
+        other => other,
+    };
     let what = match rejected.kind {
         OutputKind::Dlq => "the dead-letter record".to_owned(),
-        kind => format!(
-            "the {} output record (decision stored in the index)",
-            kind.as_str()
-        ),
+        kind => format!("the {} output record", kind.as_str()),
     };
     headers.push((H_DECISION.into(), b"invalid".to_vec()));
     headers.push((H_ERROR_REASON.into(), b"oversized".to_vec()));
@@ -195,10 +241,27 @@ pub fn oversized_fallback(
     ));
     OutputRecord {
         kind: OutputKind::Dlq,
-        key: rejected.key,
+        key,
         payload,
         headers,
     }
+}
+
+/// True for a record made by [`oversized_fallback`]: if the broker refuses it too, nothing
+/// smaller can be sent.
+pub fn is_fallback(record: &OutputRecord) -> bool {
+    record.headers.iter().any(|(k, _)| k == H_ERROR_TRUNCATED)
+}
+
+/// Bytes the record takes on the wire, roughly: value, key and headers.
+pub fn record_bytes(record: &OutputRecord) -> usize {
+    record.payload.len()
+        + record.key.as_ref().map_or(0, Vec::len)
+        + record
+            .headers
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
 }
 
 fn truncate_utf8(s: &str, max: usize) -> &str {
@@ -270,7 +333,7 @@ mod tests {
     #[test]
     fn decided_record_has_id_key_and_source_headers() {
         let decision = duplicate_decision();
-        let value = serde_json::json!({"id": "b", "content": "x", "dedup": decision.to_json()});
+        let value = serde_json::json!({"id": "b", "content": "x", "dedup": crate::output::dedup_member(&decision)});
         let r = decided_record(&input(), "b", value.to_string().into_bytes(), &decision);
         assert_eq!(r.kind, OutputKind::Duplicate);
         assert_eq!(r.key.as_deref(), Some(&b"b"[..]));
@@ -306,10 +369,40 @@ mod tests {
         assert!(msg.len() <= MAX_ERROR_MESSAGE_BYTES && std::str::from_utf8(msg).is_ok());
         assert_eq!(header(&r, H_DECISION), [b"invalid"]);
 
-        let f = oversized_fallback(r, "Broker: Message size too large", 4);
-        assert_eq!(f.payload, b"{not");
+        let f = oversized_fallback(r, "Broker: Message size too large");
+        assert_eq!(f.payload, b"{not json");
         assert_eq!(header(&f, H_ERROR_REASON), [b"oversized"]);
         assert_eq!(header(&f, H_ERROR_TRUNCATED), [b"9"]);
         assert_eq!(header(&f, H_SOURCE_OFFSET), [b"41"]);
+        assert_eq!(f.key.as_deref(), Some(&b"k"[..]));
+        assert_eq!(header(&f, "trace"), [b"t1"]);
+        assert!(is_fallback(&f));
+    }
+
+    #[test]
+    fn fallback_is_bounded_whatever_the_input() {
+        // A 1.1 MB key, 200 KB of headers and a 2 MB value: the fallback fits in 80 KiB.
+        let mut msg = input();
+        msg.key = Some(vec![b'k'; 1_100_000]);
+        msg.payload = Some(vec![b'x'; 2_000_000]);
+        msg.headers = (0..200)
+            .map(|i| (format!("h{i}"), vec![b'v'; 1000]))
+            .collect();
+        let err = InvalidArticle::new(InvalidReason::BadJson, "not valid JSON");
+        let refused = dlq_record(msg, &err);
+        assert!(!is_fallback(&refused));
+        let f = oversized_fallback(refused, "Broker: Message size too large");
+        assert!(record_bytes(&f) < 80 * 1024, "{} bytes", record_bytes(&f));
+        assert_eq!(f.key, None);
+        assert_eq!(header(&f, H_ERROR_KEY_DROPPED), [b"1100000"]);
+        assert_eq!(header(&f, H_ERROR_HEADERS_DROPPED), [b"200690"]);
+        assert!(header(&f, "h1").is_empty());
+        assert_eq!(
+            header(&f, H_SOURCE_OFFSET),
+            [b"41"],
+            "source coordinates kept"
+        );
+        assert_eq!(header(&f, H_ERROR_TRUNCATED), [b"2000000"]);
+        assert!(is_fallback(&f));
     }
 }

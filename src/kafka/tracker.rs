@@ -12,11 +12,19 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+/// A registered message not yet released.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    done: bool,
+    /// Its size, counted in flight until it is done.
+    bytes: usize,
+}
+
 #[derive(Debug, Default)]
 struct PartitionState {
     epoch: u64,
-    /// Registered offsets not yet released, and whether each is done.
-    pending: BTreeMap<i64, bool>,
+    /// Registered offsets not yet released.
+    pending: BTreeMap<i64, Pending>,
     /// One past the last released (done, contiguous) offset, if any.
     released_upto: Option<i64>,
     /// One past the highest registered offset.
@@ -28,9 +36,18 @@ struct PartitionState {
 }
 
 impl PartitionState {
+    /// Bytes of the registered messages that are not done.
+    fn bytes_not_done(&self) -> usize {
+        self.pending
+            .values()
+            .filter(|p| !p.done)
+            .map(|p| p.bytes)
+            .sum()
+    }
+
     fn release(&mut self) {
         while let Some(entry) = self.pending.first_entry() {
-            if !*entry.get() {
+            if !entry.get().done {
                 break;
             }
             let offset = *entry.key();
@@ -58,6 +75,7 @@ pub struct OffsetTracker {
     partitions: HashMap<i32, PartitionState>,
     next_epoch: u64,
     in_flight: usize,
+    in_flight_bytes: usize,
 }
 
 /// An offset that can be committed for a partition.
@@ -65,6 +83,8 @@ pub struct OffsetTracker {
 pub struct CommitCandidate {
     pub partition: i32,
     pub offset: i64,
+    /// The assignment it was computed under: a commit of it is only valid while that lasts.
+    pub epoch: u64,
 }
 
 /// Per-partition numbers for metrics.
@@ -93,6 +113,7 @@ impl OffsetTracker {
             },
         ) {
             self.in_flight -= old.pending.len();
+            self.in_flight_bytes -= old.bytes_not_done();
         }
         epoch
     }
@@ -103,6 +124,7 @@ impl OffsetTracker {
         match self.partitions.remove(&partition) {
             Some(old) => {
                 self.in_flight -= old.pending.len();
+                self.in_flight_bytes -= old.bytes_not_done();
                 old.pending.len()
             }
             None => 0,
@@ -122,13 +144,22 @@ impl OffsetTracker {
     /// Registers a consumed message (in consumption order). Returns the epoch to acknowledge it
     /// with. A partition not yet assigned is assigned implicitly.
     pub fn register(&mut self, partition: i32, offset: i64) -> u64 {
+        self.register_sized(partition, offset, 0)
+    }
+
+    /// As `register`, counting `bytes` in flight until the message is done.
+    pub fn register_sized(&mut self, partition: i32, offset: i64, bytes: usize) -> u64 {
         if !self.partitions.contains_key(&partition) {
             self.assign(partition);
         }
-        let state = self.partitions.get_mut(&partition).expect("assigned above");
+        let Some(state) = self.partitions.get_mut(&partition) else {
+            return 0;
+        };
         // A re-delivered offset (the client rewound) that is still pending is tracked once.
-        if state.pending.insert(offset, false).is_none() {
+        if let std::collections::btree_map::Entry::Vacant(slot) = state.pending.entry(offset) {
+            slot.insert(Pending { done: false, bytes });
             self.in_flight += 1;
+            self.in_flight_bytes += bytes;
         }
         state.consumed_upto = Some(
             state
@@ -147,8 +178,9 @@ impl OffsetTracker {
             return false;
         }
         match state.pending.get_mut(&offset) {
-            Some(done) if !*done => {
-                *done = true;
+            Some(p) if !p.done => {
+                p.done = true;
+                self.in_flight_bytes -= p.bytes;
                 let before = state.pending.len();
                 state.release();
                 self.in_flight -= before - state.pending.len();
@@ -161,6 +193,11 @@ impl OffsetTracker {
     /// Messages registered and not yet released, over all partitions.
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Bytes of the registered messages not yet done, over all partitions.
+    pub fn in_flight_bytes(&self) -> usize {
+        self.in_flight_bytes
     }
 
     /// Messages registered and not yet released in the given partitions.
@@ -188,12 +225,24 @@ impl OffsetTracker {
             .filter(|(p, _)| only.is_none_or(|o| o.contains(p)))
             .filter_map(|(&partition, s)| {
                 let offset = s.committable()?;
-                (s.committed.is_none_or(|c| offset > c))
-                    .then_some(CommitCandidate { partition, offset })
+                (s.committed.is_none_or(|c| offset > c)).then_some(CommitCandidate {
+                    partition,
+                    offset,
+                    epoch: s.epoch,
+                })
             })
             .collect();
         out.sort_unstable_by_key(|c| c.partition);
         out
+    }
+
+    /// True while the assignment `c` was computed under lasts: once its partition is revoked or
+    /// lost (and maybe reassigned), another member may have committed further, and committing
+    /// `c` would move the group's offset backwards.
+    pub fn is_current(&self, c: &CommitCandidate) -> bool {
+        self.partitions
+            .get(&c.partition)
+            .is_some_and(|s| s.epoch == c.epoch)
     }
 
     /// Records a commit confirmed by the broker.
@@ -279,6 +328,39 @@ mod tests {
         t.committed(0, 15);
         assert!(cands(&t).is_empty());
         assert_eq!(t.released_since_commit(), 0);
+    }
+
+    #[test]
+    fn bytes_in_flight_follow_done_revoke_and_reassign() {
+        let mut t = OffsetTracker::new();
+        let e = t.assign(0);
+        t.register_sized(0, 0, 100);
+        t.register_sized(0, 1, 50);
+        t.register_sized(0, 1, 50);
+        assert_eq!(t.in_flight_bytes(), 150, "a re-delivery counts once");
+        assert!(t.done(0, e, 1));
+        assert_eq!(t.in_flight_bytes(), 100, "done, though not yet released");
+        t.register_sized(1, 0, 70);
+        t.revoke(0);
+        assert_eq!(t.in_flight_bytes(), 70);
+        t.assign(1);
+        assert_eq!(t.in_flight_bytes(), 0);
+    }
+
+    #[test]
+    fn a_candidate_outlived_by_its_assignment_is_not_current() {
+        let mut t = OffsetTracker::new();
+        let e = t.assign(3);
+        t.register(3, 100);
+        assert!(t.done(3, e, 100));
+        let c = t.commit_candidates(None);
+        assert_eq!(c.len(), 1);
+        assert!(t.is_current(&c[0]));
+        // A slow commit: meanwhile the partition is lost and assigned again.
+        t.revoke(3);
+        assert!(!t.is_current(&c[0]), "revoked");
+        t.assign(3);
+        assert!(!t.is_current(&c[0]), "reassigned under a new epoch");
     }
 
     #[test]

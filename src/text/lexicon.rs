@@ -7,7 +7,7 @@
 //! very same functions the string path uses (`TokenFilter::keep`, `feature_hash`), so both paths
 //! give identical features; `tests::matches_string_path` checks that for every dictionary word.
 
-use super::segment::TokenFilter;
+use super::filter::TokenFilter;
 use crate::simhash::feature_hash;
 use jieba_rs::Jieba;
 use rustc_hash::FxHashSet;

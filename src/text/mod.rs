@@ -1,7 +1,9 @@
-//! Text to features: `clean` (markup, width, boilerplate), `segment` (jieba words, stop words and
-//! token classes), `weigh` (TF-IDF with title weighting).
+//! Text to features: `clean` (markup, width, boilerplate), `segment` (jieba words through the
+//! token `filter`: token classes and stop words; `lexicon`: the filter's verdict per dictionary
+//! word), `weigh` (TF-IDF with title weighting).
 
 pub mod clean;
+pub mod filter;
 pub mod lexicon;
 pub mod segment;
 pub mod weigh;

@@ -1,0 +1,129 @@
+//! `compare`: why two articles are (or are not) near-duplicates, by the same rule and the same
+//! candidate search as the decision. Pure: texts in, a JSON report out.
+
+use crate::dedup::DedupConfig;
+use crate::fingerprint::{Feature, Fingerprinter, NoFeatures};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// One side of a comparison.
+#[derive(Debug, Clone)]
+pub struct CompareInput {
+    /// The article id, or the file name of a plain-text input.
+    pub id: String,
+    pub title: String,
+    pub content: String,
+}
+
+/// Which side of a comparison had nothing to fingerprint.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{id}: {source}")]
+pub struct CompareError {
+    pub id: String,
+    #[source]
+    pub source: NoFeatures,
+}
+
+/// A feature as JSON (`word`, `weight`, `tf`, `in_title`), weights rounded to 0.001.
+pub fn feature_json(f: &Feature) -> Value {
+    json!({"word": f.word, "weight": round3(f.weight), "tf": f.tf, "in_title": f.in_title})
+}
+
+/// The comparison report of `newsdedup compare` (README): distance, second check, whether the
+/// index would see the pair, the verdict by `rule`, and the features that made it.
+pub fn compare(
+    fp: &Fingerprinter,
+    a: &CompareInput,
+    b: &CompareInput,
+    rule: &DedupConfig,
+    top: usize,
+    explain: bool,
+) -> Result<Value, CompareError> {
+    let analyze = |x: &CompareInput| {
+        fp.analyze(&x.title, &x.content)
+            .map_err(|source| CompareError {
+                id: x.id.clone(),
+                source,
+            })
+    };
+    let (fa, feats_a) = analyze(a)?;
+    let (fb, feats_b) = analyze(b)?;
+    let (id_a, id_b) = (&a.id, &b.id);
+    let distance = fa.fingerprint.distance(fb.fingerprint);
+    let sim = fa.sketch.similarity(&fb.sketch);
+    let shares_block = fa
+        .fingerprint
+        .blocks()
+        .iter()
+        .zip(fb.fingerprint.blocks())
+        .any(|(x, y)| *x == y);
+    let shares_band = rule.sketch_search
+        && fa
+            .sketch
+            .bands()
+            .any(|band| fb.sketch.bands().any(|other| other == band));
+    // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
+    // or, with sketch_search, a content-sketch band.
+    let found = shares_block || shares_band;
+    let weights_b: HashMap<&str, f64> = feats_b
+        .iter()
+        .map(|f| (f.word.as_str(), f.weight))
+        .collect();
+    let weights_a: HashMap<&str, f64> = feats_a
+        .iter()
+        .map(|f| (f.word.as_str(), f.weight))
+        .collect();
+    let shared: Vec<Value> = feats_a
+        .iter()
+        .filter(|f| weights_b.contains_key(f.word.as_str()))
+        .take(top)
+        .map(|f| json!({"word": f.word, "weight_a": round3(f.weight), "weight_b": round3(weights_b[f.word.as_str()])}))
+        .collect();
+    let only = |feats: &[Feature], other: &HashMap<&str, f64>| -> Vec<Value> {
+        feats
+            .iter()
+            .filter(|f| !other.contains_key(f.word.as_str()))
+            .take(top)
+            .map(feature_json)
+            .collect()
+    };
+    let total_a: f64 = feats_a.iter().map(|f| f.weight).sum();
+    let total_b: f64 = feats_b.iter().map(|f| f.weight).sum();
+    let shared_weight: f64 = feats_a
+        .iter()
+        .filter_map(|f| weights_b.get(f.word.as_str()).map(|wb| f.weight.min(*wb)))
+        .sum();
+    let mut report = json!({
+        "a": {"id": id_a, "fingerprint": fa.fingerprint.to_hex(), "features": fa.features},
+        "b": {"id": id_b, "fingerprint": fb.fingerprint.to_hex(), "features": fb.features},
+        "distance": distance,
+        "threshold": rule.threshold,
+        "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
+        "shares_block": shares_block,
+        "shares_sketch_band": shares_band,
+        "verdict": if found && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
+        "rule": rule,
+        "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
+        "top_shared": shared,
+        "top_only_in_a": only(&feats_a, &weights_b),
+        "top_only_in_b": only(&feats_b, &weights_a),
+    });
+    if explain {
+        if let Some(obj) = report.as_object_mut() {
+            obj.insert(
+                "features_a".into(),
+                Value::Array(feats_a.iter().map(feature_json).collect()),
+            );
+            obj.insert(
+                "features_b".into(),
+                Value::Array(feats_b.iter().map(feature_json).collect()),
+            );
+        }
+    }
+    Ok(report)
+}
+
+/// Rounded to 0.001, for reports.
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

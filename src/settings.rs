@@ -1,0 +1,753 @@
+//! Settings of `newsdedup run`, defined once: [`ServiceConfig`] is at the same time the
+//! `[service]` section of the configuration file (serde), the flags of `run` and their
+//! `NEWSDEDUP_*` environment variables (clap). Its `Default` is the only place a default is
+//! written; `--help` shows it.
+//!
+//! Precedence, highest first: command-line flag, environment variable, configuration file,
+//! built-in default. clap applies the first two and the last; [`layer`] puts the file between
+//! them, key by key, from what clap reports as the source of each value. librdkafka properties
+//! are layered the same way: the service's defaults, then `[service.kafka]`, then
+//! `NEWSDEDUP_KAFKA_<NAME>` variables, then `-X key=value`; the few properties that would break
+//! the commit protocol are refused with the reason.
+
+use crate::config::Config;
+use crate::simhash::GUARANTEED_DISTANCE;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The `[service]` section of the configuration file and the flags of `newsdedup run` (every
+/// key optional; see config/default.toml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Kafka bootstrap servers, host:port[,host:port...]
+    #[arg(long, env = "NEWSDEDUP_BROKERS", value_name = "HOST:PORT,...", default_value_t = defaults().brokers)]
+    pub brokers: String,
+    /// Consumer group id
+    #[arg(long, env = "NEWSDEDUP_GROUP_ID", default_value_t = defaults().group_id)]
+    pub group_id: String,
+    /// Topic of raw articles
+    #[arg(long, env = "NEWSDEDUP_INPUT_TOPIC", default_value_t = defaults().input_topic)]
+    pub input_topic: String,
+    /// Topic for unique articles
+    #[arg(long, env = "NEWSDEDUP_UNIQUE_TOPIC", default_value_t = defaults().unique_topic)]
+    pub unique_topic: String,
+    /// Topic for near-duplicates
+    #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", default_value_t = defaults().duplicate_topic)]
+    pub duplicate_topic: String,
+    /// Dead-letter topic for records that are not valid articles
+    #[arg(long, env = "NEWSDEDUP_DLQ_TOPIC", default_value_t = defaults().dlq_topic)]
+    pub dlq_topic: String,
+    /// Index directory (RocksDB), locked by the one running instance
+    #[arg(long, env = "NEWSDEDUP_INDEX_DIR", default_value_os_t = defaults().index_dir)]
+    pub index_dir: PathBuf,
+    /// HTTP listen address for /metrics, /health and /ready
+    #[arg(long, env = "NEWSDEDUP_METRICS_ADDR", value_name = "IP:PORT", default_value_t = defaults().metrics_addr)]
+    pub metrics_addr: String,
+    /// Fingerprinting threads, 0 = one per core
+    #[arg(long, env = "NEWSDEDUP_THREADS", default_value_t = defaults().threads)]
+    pub threads: usize,
+    /// Largest accepted message value in bytes; larger ones go to the DLQ as `oversized`
+    #[arg(long, env = "NEWSDEDUP_MAX_ARTICLE_BYTES", default_value_t = defaults().max_article_bytes)]
+    pub max_article_bytes: usize,
+    /// Messages consumed but not yet indexed and delivered before fetching pauses
+    #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT", default_value_t = defaults().max_in_flight)]
+    pub max_in_flight: usize,
+    /// Bytes of consumed records (value and key) not yet indexed and delivered before fetching
+    /// pauses: bounds memory with large records
+    #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT_BYTES", default_value_t = defaults().max_in_flight_bytes)]
+    pub max_in_flight_bytes: usize,
+    /// Commit done offsets at least this often (milliseconds)
+    #[arg(long, env = "NEWSDEDUP_COMMIT_INTERVAL_MS", default_value_t = defaults().commit_interval_ms)]
+    pub commit_interval_ms: u64,
+    /// ... or as soon as this many messages are done since the last commit
+    #[arg(long, env = "NEWSDEDUP_COMMIT_EVERY", default_value_t = defaults().commit_every)]
+    pub commit_every: u64,
+    /// On SIGINT/SIGTERM, wait at most this long (ms) for in-flight work before committing and
+    /// exiting
+    #[arg(long, env = "NEWSDEDUP_SHUTDOWN_TIMEOUT_MS", default_value_t = defaults().shutdown_timeout_ms)]
+    pub shutdown_timeout_ms: u64,
+    /// On partition revocation, wait at most this long (ms) for the revoked partitions' in-flight
+    /// work before committing and releasing them; must be below max.poll.interval.ms
+    #[arg(long, env = "NEWSDEDUP_REBALANCE_TIMEOUT_MS", default_value_t = defaults().rebalance_timeout_ms)]
+    pub rebalance_timeout_ms: u64,
+    /// How long one output record's retriable produce failures (broker down, timeouts) are
+    /// retried before the service stops with an error, in ms; 0 = for ever
+    #[arg(long, env = "NEWSDEDUP_MAX_RETRY_MS", default_value_t = defaults().max_retry_ms)]
+    pub max_retry_ms: u64,
+    /// /health fails when records are in flight but none is finished for this long (ms) while
+    /// the broker is reachable: a stuck pipeline, for the orchestrator to restart
+    #[arg(long, env = "NEWSDEDUP_PROGRESS_TIMEOUT_MS", default_value_t = defaults().progress_timeout_ms)]
+    pub progress_timeout_ms: u64,
+    /// librdkafka properties for both the consumer and the producer, e.g.
+    /// `"security.protocol" = "SSL"` (quote keys with dots). File only; `-X` on the command line.
+    #[arg(skip)]
+    pub kafka: BTreeMap<String, toml::Value>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            brokers: "localhost:9092".into(),
+            group_id: "newsdedup".into(),
+            input_topic: "articles.raw".into(),
+            unique_topic: "articles.unique".into(),
+            duplicate_topic: "articles.duplicate".into(),
+            dlq_topic: "articles.dlq".into(),
+            index_dir: PathBuf::from("/var/lib/newsdedup/index"),
+            metrics_addr: "0.0.0.0:9898".into(),
+            threads: 0,
+            max_article_bytes: 900_000,
+            max_in_flight: 5_000,
+            max_in_flight_bytes: 256 << 20,
+            commit_interval_ms: 1_000,
+            commit_every: 5_000,
+            shutdown_timeout_ms: 30_000,
+            rebalance_timeout_ms: 20_000,
+            max_retry_ms: 600_000,
+            progress_timeout_ms: 120_000,
+            kafka: BTreeMap::new(),
+        }
+    }
+}
+
+fn defaults() -> ServiceConfig {
+    ServiceConfig::default()
+}
+
+/// `newsdedup run`: the `[service]` settings plus the flags that are not a `[service]` key.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub service: ServiceConfig,
+    /// Near-duplicate threshold (Hamming distance) [default: [dedup] threshold, 3]
+    #[arg(long, env = "NEWSDEDUP_THRESHOLD")]
+    pub threshold: Option<u32>,
+    /// librdkafka property (repeatable, as in kcat), e.g. -X security.protocol=SSL; consumer-only
+    /// and producer-only properties go to that client, the others to both. Also
+    /// NEWSDEDUP_KAFKA_<NAME> variables (SECURITY_PROTOCOL -> security.protocol) and
+    /// [service.kafka] in the config file.
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    pub properties: Vec<String>,
+}
+
+/// The ids of the arguments whose value came from the command line or the environment (not
+/// from clap's default), i.e. those that override the configuration file.
+pub fn given_arguments(matches: &clap::ArgMatches) -> HashSet<String> {
+    use clap::parser::ValueSource;
+    matches
+        .ids()
+        .filter(|id| {
+            matches!(
+                matches.value_source(id.as_str()),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        })
+        .map(|id| id.as_str().to_owned())
+        .collect()
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SettingsError {
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn invalid(msg: impl Into<String>) -> SettingsError {
+    SettingsError::Invalid(msg.into())
+}
+
+/// Everything `newsdedup run` needs, resolved and validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// The layered `[service]` settings; `threads` is resolved (never 0).
+    pub service: ServiceConfig,
+    /// `--threshold` over `[dedup] threshold`.
+    pub threshold: u32,
+    pub metrics_addr: SocketAddr,
+    /// Final librdkafka configuration of the consumer.
+    pub consumer_properties: BTreeMap<String, String>,
+    /// Final librdkafka configuration of the producer.
+    pub producer_properties: BTreeMap<String, String>,
+    /// Warnings to log once logging is up (e.g. threshold above the exhaustive range).
+    pub warnings: Vec<String>,
+}
+
+/// Output topics, by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topics {
+    pub unique: String,
+    pub duplicate: String,
+    pub dlq: String,
+}
+
+impl Settings {
+    /// Resolves `args` (already merged with their environment variables by clap; `given` holds
+    /// the ids of those not left at clap's default, see [`given_arguments`]) over the
+    /// configuration file; `env` supplies the `NEWSDEDUP_KAFKA_*` variables.
+    pub fn resolve(
+        args: &RunArgs,
+        given: &HashSet<String>,
+        config: &Config,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, SettingsError> {
+        let mut service = layer(&config.service, &args.service, given)?;
+        let mut warnings = Vec::new();
+        let threshold = resolve_threshold(args.threshold.unwrap_or(config.dedup.threshold))?;
+        if let Some(w) = threshold_warning(threshold) {
+            warnings.push(w);
+        }
+        let metrics_addr = validate(&service)?;
+        if service.threads == 0 {
+            service.threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+        }
+        let user = user_properties(&service.kafka, env, &args.properties)?;
+        check_user_properties(&user, &service)?;
+        let (consumer_properties, producer_properties) = client_properties(&service, &user);
+        Ok(Settings {
+            service,
+            threshold,
+            metrics_addr,
+            consumer_properties,
+            producer_properties,
+            warnings,
+        })
+    }
+
+    pub fn topics(&self) -> Topics {
+        Topics {
+            unique: self.service.unique_topic.clone(),
+            duplicate: self.service.duplicate_topic.clone(),
+            dlq: self.service.dlq_topic.clone(),
+        }
+    }
+
+    pub fn commit_interval(&self) -> Duration {
+        Duration::from_millis(self.service.commit_interval_ms)
+    }
+
+    pub fn shutdown_timeout(&self) -> Duration {
+        Duration::from_millis(self.service.shutdown_timeout_ms)
+    }
+
+    pub fn rebalance_timeout(&self) -> Duration {
+        Duration::from_millis(self.service.rebalance_timeout_ms)
+    }
+
+    /// The producer's `message.max.bytes` (librdkafka's default when not set or not a number).
+    pub fn max_output_bytes(&self) -> usize {
+        self.producer_properties
+            .get("message.max.bytes")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(1_000_000)
+    }
+
+    pub fn max_retry(&self) -> Duration {
+        Duration::from_millis(self.service.max_retry_ms)
+    }
+
+    pub fn progress_timeout(&self) -> Duration {
+        Duration::from_millis(self.service.progress_timeout_ms)
+    }
+}
+
+/// The file's `[service]` with every argument in `given` taken from `flags` instead.
+fn layer(
+    file: &ServiceConfig,
+    flags: &ServiceConfig,
+    given: &HashSet<String>,
+) -> Result<ServiceConfig, SettingsError> {
+    let table = |c: &ServiceConfig| {
+        toml::Table::try_from(c).map_err(|e| invalid(format!("cannot layer the settings: {e}")))
+    };
+    let mut merged = table(file)?;
+    for (key, value) in table(flags)? {
+        if given.contains(&key) {
+            merged.insert(key, value);
+        }
+    }
+    merged
+        .try_into()
+        .map_err(|e| invalid(format!("cannot layer the settings: {e}")))
+}
+
+/// Checks a threshold's range (shared with `batch` and `compare`).
+pub fn resolve_threshold(threshold: u32) -> Result<u32, SettingsError> {
+    if threshold > 64 {
+        return Err(invalid(format!(
+            "--threshold {threshold} is out of range 0..=64"
+        )));
+    }
+    Ok(threshold)
+}
+
+/// Why a threshold above the exhaustive range is risky, if it is.
+pub fn threshold_warning(threshold: u32) -> Option<String> {
+    (threshold > GUARANTEED_DISTANCE).then(|| format!(
+        "threshold {threshold} > {GUARANTEED_DISTANCE}: only candidates sharing a 16-bit block are seen, so some pairs within {threshold} will be missed"
+    ))
+}
+
+/// Checks every `[service]` value; returns the parsed metrics address.
+fn validate(s: &ServiceConfig) -> Result<SocketAddr, SettingsError> {
+    let metrics_addr: SocketAddr = s.metrics_addr.parse().map_err(|e| {
+        invalid(format!(
+            "--metrics-addr {:?} is not an IP:PORT socket address ({e}); e.g. 0.0.0.0:9898",
+            s.metrics_addr
+        ))
+    })?;
+    for (name, value) in [
+        ("--max-in-flight", s.max_in_flight as u64),
+        ("--max-in-flight-bytes", s.max_in_flight_bytes as u64),
+        ("--max-article-bytes", s.max_article_bytes as u64),
+        ("--commit-interval-ms", s.commit_interval_ms),
+        ("--commit-every", s.commit_every),
+        ("--progress-timeout-ms", s.progress_timeout_ms),
+    ] {
+        if value == 0 {
+            return Err(invalid(format!("{name} must be at least 1")));
+        }
+    }
+    for (name, value) in [
+        ("--brokers", &s.brokers),
+        ("--group-id", &s.group_id),
+        ("--input-topic", &s.input_topic),
+        ("--unique-topic", &s.unique_topic),
+        ("--duplicate-topic", &s.duplicate_topic),
+        ("--dlq-topic", &s.dlq_topic),
+    ] {
+        if value.trim().is_empty() {
+            return Err(invalid(format!("{name} must not be empty")));
+        }
+    }
+    for (name, out) in [
+        ("--unique-topic", &s.unique_topic),
+        ("--duplicate-topic", &s.duplicate_topic),
+        ("--dlq-topic", &s.dlq_topic),
+    ] {
+        if *out == s.input_topic {
+            return Err(invalid(format!(
+                "{name} {out:?} is the input topic: the service would consume its own output"
+            )));
+        }
+    }
+    if s.index_dir.as_os_str().is_empty() {
+        return Err(invalid("--index-dir must not be empty"));
+    }
+    Ok(metrics_addr)
+}
+
+/// The user's librdkafka properties: `[service.kafka]` < `NEWSDEDUP_KAFKA_*` < `-X`.
+fn user_properties(
+    file: &BTreeMap<String, toml::Value>,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[String],
+) -> Result<BTreeMap<String, String>, SettingsError> {
+    let mut user: BTreeMap<String, String> = BTreeMap::new();
+    for (key, value) in file {
+        let text = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(invalid(format!(
+                    "[service.kafka] {key:?} must be a string, number or boolean, got {}",
+                    other.type_str()
+                )))
+            }
+        };
+        user.insert(key.clone(), text);
+    }
+    let mut env_props: Vec<(String, String)> = env
+        .into_iter()
+        .filter_map(|(k, v)| env_property_name(&k).map(|name| (name, v)))
+        .collect();
+    env_props.sort();
+    user.extend(env_props);
+    for p in flags {
+        let (k, v) = parse_property(p)?;
+        user.insert(k, v);
+    }
+    Ok(user)
+}
+
+/// Refuses properties that have a flag or that would break the service's guarantees.
+fn check_user_properties(
+    user: &BTreeMap<String, String>,
+    service: &ServiceConfig,
+) -> Result<(), SettingsError> {
+    for (key, value) in user {
+        let value = value.trim();
+        if let Some((_, flag)) = HAVE_FLAGS.iter().find(|(k, _)| k == key) {
+            return Err(invalid(format!(
+                "set {key} with {flag}, not as a librdkafka property"
+            )));
+        }
+        let refused = match key.as_str() {
+            "enable.auto.commit" | "enable.auto.offset.store" | "auto.commit.enable" => {
+                (value != "false").then_some(
+                    "the service commits offsets itself, only after the index write and the delivery",
+                )
+            }
+            "acks" | "request.required.acks" => (value != "all" && value != "-1").then_some(
+                "an output acknowledged by fewer than all in-sync replicas can be lost after its input offset is committed; use all (or -1)",
+            ),
+            "transactional.id" => Some(
+                "the service does not use Kafka transactions: its guarantee comes from committing only indexed and acknowledged records",
+            ),
+            _ => None,
+        };
+        if let Some(why) = refused {
+            return Err(invalid(format!(
+                "librdkafka property {key}={value} is not allowed: {why}"
+            )));
+        }
+    }
+    // librdkafka's default max.poll.interval.ms is 300000.
+    let max_poll = match user.get("max.poll.interval.ms") {
+        Some(v) => v.trim().parse::<u64>().map_err(|_| {
+            invalid(format!(
+                "max.poll.interval.ms={v:?} is not a number of milliseconds"
+            ))
+        })?,
+        None => 300_000,
+    };
+    if service.rebalance_timeout_ms >= max_poll {
+        return Err(invalid(format!(
+            "--rebalance-timeout-ms {} must be below max.poll.interval.ms ({max_poll}): the revoke callback waits that long without polling, and a consumer that does not poll within max.poll.interval.ms is removed from the group",
+            service.rebalance_timeout_ms
+        )));
+    }
+    Ok(())
+}
+
+/// The consumer's and the producer's final librdkafka configuration: the service's defaults,
+/// then the user's properties (each to the client it applies to), then what the service must
+/// control itself.
+fn client_properties(
+    service: &ServiceConfig,
+    user: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let owned = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let mut consumer = owned(&[
+        ("client.id", "newsdedup"),
+        ("auto.offset.reset", "earliest"),
+        ("enable.partition.eof", "false"),
+        ("fetch.wait.max.ms", "100"),
+        ("statistics.interval.ms", "5000"),
+        // librdkafka's prefetch queue (64 MiB per partition by default) is memory outside
+        // max_in_flight_bytes: keep it small, the pipeline holds the rest.
+        ("queued.max.messages.kbytes", "16384"),
+    ]);
+    let mut producer = owned(&[
+        ("client.id", "newsdedup"),
+        ("acks", "all"),
+        ("linger.ms", "5"),
+        ("message.timeout.ms", "60000"),
+        // Kafka's default max.message.bytes (1 MiB + 12): outputs are the input + ~0.3 KB.
+        ("message.max.bytes", "1048576"),
+    ]);
+    for (k, v) in user {
+        if !PRODUCER_ONLY.contains(&k.as_str()) {
+            consumer.insert(k.clone(), v.clone());
+        }
+        if !CONSUMER_ONLY.contains(&k.as_str()) {
+            producer.insert(k.clone(), v.clone());
+        }
+    }
+    consumer.insert("bootstrap.servers".into(), service.brokers.clone());
+    consumer.insert("group.id".into(), service.group_id.clone());
+    consumer.insert("enable.auto.commit".into(), "false".into());
+    consumer.insert("enable.auto.offset.store".into(), "false".into());
+    producer.insert("bootstrap.servers".into(), service.brokers.clone());
+    (consumer, producer)
+}
+
+/// `KEY=VALUE` of `-X`.
+pub fn parse_property(text: &str) -> Result<(String, String), SettingsError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(invalid(format!(
+            "-X {text:?}: expected KEY=VALUE, e.g. -X security.protocol=SSL"
+        ))),
+    }
+}
+
+/// `NEWSDEDUP_KAFKA_SASL_MECHANISMS` -> `sasl.mechanisms` (`__` stands for a literal `_`).
+pub fn env_property_name(var: &str) -> Option<String> {
+    let rest = var.strip_prefix(KAFKA_ENV_PREFIX)?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(
+        rest.to_ascii_lowercase()
+            .replace("__", "\u{0}")
+            .replace('_', ".")
+            .replace('\u{0}', "_"),
+    )
+}
+
+/// Prefix of environment variables that set librdkafka properties:
+/// `NEWSDEDUP_KAFKA_SECURITY_PROTOCOL=SSL` sets `security.protocol=SSL` (`_` -> `.`, `__` -> `_`).
+pub const KAFKA_ENV_PREFIX: &str = "NEWSDEDUP_KAFKA_";
+
+/// Properties that have a dedicated flag.
+const HAVE_FLAGS: [(&str, &str); 3] = [
+    (
+        "bootstrap.servers",
+        "--brokers / NEWSDEDUP_BROKERS / service.brokers",
+    ),
+    (
+        "metadata.broker.list",
+        "--brokers / NEWSDEDUP_BROKERS / service.brokers",
+    ),
+    (
+        "group.id",
+        "--group-id / NEWSDEDUP_GROUP_ID / service.group_id",
+    ),
+];
+
+/// librdkafka properties that only apply to a consumer (from librdkafka's CONFIGURATION.md, scope
+/// C): given only to the consumer, so the producer does not warn about them.
+const CONSUMER_ONLY: [&str; 32] = [
+    "group.id",
+    "group.instance.id",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "group.protocol.type",
+    "group.protocol",
+    "group.remote.assignor",
+    "coordinator.query.interval.ms",
+    "max.poll.interval.ms",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "enable.auto.offset.store",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes",
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "fetch.min.bytes",
+    "fetch.error.backoff.ms",
+    "offset.store.method",
+    "isolation.level",
+    "enable.partition.eof",
+    "check.crcs",
+    "auto.commit.enable",
+    "auto.offset.reset",
+    "offset.store.path",
+    "offset.store.sync.interval.ms",
+    "consume.callback.max.messages",
+    "statistics.interval.ms",
+];
+
+/// librdkafka properties that only apply to a producer (scope P): given only to the producer.
+const PRODUCER_ONLY: [&str; 29] = [
+    "transactional.id",
+    "transaction.timeout.ms",
+    "enable.idempotence",
+    "enable.gapless.guarantee",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.ms",
+    "linger.ms",
+    "message.send.max.retries",
+    "retries",
+    "queue.buffering.backpressure.threshold",
+    "compression.codec",
+    "compression.type",
+    "batch.num.messages",
+    "batch.size",
+    "delivery.report.only.error",
+    "sticky.partitioning.linger.ms",
+    "request.required.acks",
+    "acks",
+    "request.timeout.ms",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "queuing.strategy",
+    "produce.offset.report",
+    "partitioner",
+    "compression.level",
+    "dr_cb",
+    "dr_msg_cb",
+    "msg_order_cmp",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    /// Parses `run`'s flags as main does, then resolves them over `config`.
+    fn resolve(
+        args: &[&str],
+        config: &Config,
+        env: &[(&str, &str)],
+    ) -> Result<Settings, SettingsError> {
+        let matches = Cli::command()
+            .try_get_matches_from(std::iter::once("run").chain(args.iter().copied()))
+            .map_err(|e| invalid(e.to_string()))?;
+        let cli = Cli::from_arg_matches(&matches).map_err(|e| invalid(e.to_string()))?;
+        Settings::resolve(
+            &cli.run,
+            &given_arguments(&matches),
+            config,
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+        )
+    }
+
+    #[test]
+    fn shipped_default_toml_documents_the_defaults() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
+        let cfg = Config::load(&path).unwrap();
+        assert_eq!(cfg.service, ServiceConfig::default());
+    }
+
+    #[test]
+    fn clap_defaults_are_the_struct_defaults() {
+        let s = resolve(&[], &Config::default(), &[]).unwrap();
+        let expected = ServiceConfig {
+            threads: s.service.threads,
+            ..ServiceConfig::default()
+        };
+        assert_eq!(s.service, expected);
+    }
+
+    #[test]
+    fn defaults_and_precedence() {
+        let s = resolve(&[], &Config::default(), &[]).unwrap();
+        assert_eq!(s.service.group_id, "newsdedup");
+        assert_eq!(s.service.input_topic, "articles.raw");
+        assert_eq!(s.service.unique_topic, "articles.unique");
+        assert_eq!(s.service.duplicate_topic, "articles.duplicate");
+        assert_eq!(s.service.dlq_topic, "articles.dlq");
+        assert_eq!(s.threshold, 3);
+        assert!(s.service.threads >= 1);
+        assert_eq!(s.consumer_properties["enable.auto.commit"], "false");
+        assert_eq!(s.consumer_properties["auto.offset.reset"], "earliest");
+
+        let mut config: Config = toml::from_str(
+            "[dedup]\nthreshold = 2\n[service]\ngroup_id = \"g-file\"\nbrokers = \"file:1\"\ncommit_every = 7\n[service.kafka]\n\"linger.ms\" = 20\n\"fetch.wait.max.ms\" = \"50\"\n",
+        )
+        .unwrap();
+        let s = resolve(&[], &config, &[]).unwrap();
+        assert_eq!(
+            (
+                s.service.group_id.as_str(),
+                s.service.brokers.as_str(),
+                s.threshold
+            ),
+            ("g-file", "file:1", 2)
+        );
+        assert_eq!(s.service.commit_every, 7);
+        assert_eq!(s.producer_properties["linger.ms"], "20");
+        assert_eq!(s.consumer_properties["bootstrap.servers"], "file:1");
+
+        config.service.dlq_topic = "dlq-file".into();
+        let s = resolve(
+            &[
+                "--group-id",
+                "g-flag",
+                "--threshold",
+                "1",
+                "--commit-every",
+                "5000",
+                "-X",
+                "fetch.wait.max.ms=10",
+            ],
+            &config,
+            &[
+                ("NEWSDEDUP_KAFKA_FETCH_WAIT_MAX_MS", "30"),
+                ("NEWSDEDUP_KAFKA_LINGER_MS", "7"),
+                ("OTHER", "x"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.service.group_id, "g-flag");
+        assert_eq!(s.threshold, 1);
+        assert_eq!(s.service.dlq_topic, "dlq-file", "file over default");
+        assert_eq!(s.service.brokers, "file:1");
+        assert_eq!(
+            s.service.commit_every, 5000,
+            "a flag equal to the default still wins"
+        );
+        assert_eq!(s.consumer_properties["fetch.wait.max.ms"], "10");
+        assert_eq!(s.producer_properties["linger.ms"], "7");
+        assert!(
+            !s.producer_properties.contains_key("fetch.wait.max.ms"),
+            "consumer-only"
+        );
+        assert!(
+            !s.consumer_properties.contains_key("linger.ms"),
+            "producer-only"
+        );
+    }
+
+    #[test]
+    fn rejects_what_would_break_guarantees() {
+        let c = Config::default();
+        let with = |p: &str| resolve(&["-X", p], &c, &[]);
+        assert!(with("enable.auto.commit=true").is_err());
+        assert!(with("enable.auto.commit=false").is_ok());
+        assert!(with("group.id=x").is_err());
+        assert!(with("nonsense").is_err());
+        assert!(with("acks=1").is_err());
+        assert!(with("acks=all").is_ok());
+        assert!(with("acks=-1").is_ok());
+        assert!(with("transactional.id=t").is_err());
+        let short_poll = with("max.poll.interval.ms=10000").unwrap_err();
+        assert!(
+            short_poll.to_string().contains("rebalance-timeout-ms"),
+            "{short_poll}"
+        );
+        assert!(resolve(
+            &[
+                "-X",
+                "max.poll.interval.ms=10000",
+                "--rebalance-timeout-ms",
+                "5000"
+            ],
+            &c,
+            &[]
+        )
+        .is_ok());
+        assert!(resolve(&["--unique-topic", "articles.raw"], &c, &[]).is_err());
+        assert!(resolve(&["--metrics-addr", "localhost"], &c, &[]).is_err());
+        assert!(resolve(&["--threshold", "65"], &c, &[]).is_err());
+        assert!(resolve(&["--max-in-flight", "0"], &c, &[]).is_err());
+    }
+
+    #[test]
+    fn env_property_names() {
+        assert_eq!(
+            env_property_name("NEWSDEDUP_KAFKA_SECURITY_PROTOCOL").as_deref(),
+            Some("security.protocol")
+        );
+        assert_eq!(
+            env_property_name("NEWSDEDUP_KAFKA_A__B_C").as_deref(),
+            Some("a_b.c")
+        );
+        assert_eq!(env_property_name("NEWSDEDUP_KAFKA_"), None);
+        assert_eq!(env_property_name("NEWSDEDUP_BROKERS"), None);
+    }
+}
