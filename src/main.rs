@@ -126,6 +126,15 @@ enum IndexCommand {
         #[arg(long)]
         index_dir: PathBuf,
     },
+    /// Remove articles (a publisher's takedown, a retraction) from every family, atomically; later
+    /// copies are then judged against what remains. Stop the service first (the index is locked).
+    Delete {
+        #[arg(long)]
+        index_dir: PathBuf,
+        /// Article ids to remove (repeatable, or several after one --id).
+        #[arg(long = "id", required = true, num_args = 1..)]
+        ids: Vec<String>,
+    },
 }
 
 fn main() {
@@ -192,6 +201,7 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
                 json,
             } => cmd_index_stats(&index_dir, top, json),
             IndexCommand::Verify { index_dir } => cmd_index_verify(&index_dir),
+            IndexCommand::Delete { index_dir, ids } => cmd_index_delete(&index_dir, &ids),
         },
     }
 }
@@ -374,6 +384,20 @@ fn cmd_index_verify(index_dir: &Path) -> Result<()> {
             report.problems.len()
         );
     }
+    Ok(())
+}
+
+fn cmd_index_delete(index_dir: &Path, ids: &[String]) -> Result<()> {
+    ensure_index_exists(index_dir)?;
+    let mut index = RocksIndex::open_raw(index_dir, &Default::default())?;
+    let deleted = index
+        .delete(ids)
+        .with_context(|| format!("cannot delete from the index in {}", index_dir.display()))?;
+    let not_found: Vec<&String> = ids.iter().filter(|id| !deleted.contains(id)).collect();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json!({"deleted": deleted, "not_found": not_found}))?
+    );
     Ok(())
 }
 

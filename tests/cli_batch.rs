@@ -336,3 +336,77 @@ fn fingerprint_and_compare_commands() {
     assert_eq!(v["verdict"], "duplicate");
     assert!(!v["top_shared"].as_array().unwrap().is_empty());
 }
+
+/// `index delete` removes an article from every family: a later copy of it is then unique, and
+/// a revision through `batch` (same id, other content) says so in its `dedup`.
+#[test]
+fn index_delete_and_revisions_through_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let story = "本市今日召开新闻发布会，介绍秋季交通安全专项整治行动的进展情况。据介绍，行动开展以来，全市共查处各类交通违法行为十二万余起，重点路段事故数量同比下降百分之十八。下一步，交管部门将继续加强夜间巡查，严查酒驾醉驾和超速行驶，并在学校周边增设护学岗。";
+    let other = "市气象台今晨发布寒潮蓝色预警，预计未来三天受强冷空气影响，全市将出现大风降温天气，最低气温将降至零下五摄氏度左右。气象部门提醒市民注意防寒保暖，农业生产单位做好设施农业的防冻措施，户外作业人员注意安全。";
+    let write = |name: &str, lines: &[Value]| {
+        let path = dir.path().join(name);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let decided = |input: &Path, name: &str| {
+        let out = dir.path().join(name);
+        run_batch(input, &out, &index);
+        read_jsonl(&out)
+    };
+    let first = write(
+        "first.jsonl",
+        &[
+            json!({"id": "orig", "title": "交通整治", "content": story}),
+            json!({"id": "copy1", "title": "交通整治", "content": format!("{story}\n责任编辑：张三")}),
+        ],
+    );
+    let out = decided(&first, "first.out");
+    assert_eq!(out[1]["dedup"]["decision"], "duplicate");
+
+    let deleted = bin()
+        .args(["index", "delete", "--index-dir"])
+        .arg(&index)
+        .args(["--id", "orig", "missing"])
+        .output()
+        .unwrap();
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    let report: Value = serde_json::from_slice(&deleted.stdout).unwrap();
+    assert_eq!(
+        report,
+        json!({"deleted": ["orig"], "not_found": ["missing"]})
+    );
+    verify_index(&index);
+
+    // The original is gone: another copy of the story is now unique. A revision of copy1 (other
+    // content) is decided afresh and says what it replaced.
+    let second = write(
+        "second.jsonl",
+        &[
+            json!({"id": "copy2", "title": "交通整治", "content": format!("来源：某某网\n{story}")}),
+            json!({"id": "copy1", "title": "寒潮预警", "content": other}),
+            json!({"id": "copy1", "title": "寒潮预警", "content": other}),
+        ],
+    );
+    let out = decided(&second, "second.out");
+    assert_eq!(out[0]["dedup"]["decision"], "unique", "{}", out[0]);
+    assert_eq!(out[1]["dedup"]["decision"], "unique", "{}", out[1]);
+    assert_eq!(out[1]["dedup"]["revision"], 1);
+    assert!(out[1]["dedup"]["previous_fingerprint"].is_string());
+    assert_eq!(
+        out[2]["dedup"], out[1]["dedup"],
+        "the same content again replays the revision"
+    );
+    let report = verify_index(&index);
+    assert_eq!(
+        (report["articles"].as_u64(), report["unique"].as_u64()),
+        (Some(2), Some(2)),
+        "{report}"
+    );
+}

@@ -849,6 +849,63 @@ impl ArticleStore for RocksIndex {
 }
 
 impl RocksIndex {
+    /// Removes the articles `ids` (a publisher's takedown, a retraction) from every family in one
+    /// atomic write: later copies are judged against what remains. Returns the ids that were
+    /// indexed; the others are ignored. Duplicates that matched a removed article keep their
+    /// stored decision.
+    pub fn delete(&mut self, ids: &[String]) -> Result<Vec<String>, IndexError> {
+        let mut batch = WriteBatch::default();
+        let mut counts = self.counts;
+        let mut deleted = Vec::new();
+        for id in ids {
+            if deleted.contains(id) {
+                continue;
+            }
+            let Some(old) = self.get(id)? else {
+                continue;
+            };
+            batch.delete_cf(self.cf(ARTICLES)?, id.as_bytes());
+            counts.articles = counts.articles.saturating_sub(1);
+            if old.decision == StoredDecision::Unique {
+                counts.unique = counts.unique.saturating_sub(1);
+                self.delete_entries(&mut batch, &old)?;
+            }
+            deleted.push(id.clone());
+        }
+        if deleted.is_empty() {
+            return Ok(deleted);
+        }
+        batch.put_cf(
+            self.cf(META)?,
+            layout::META_COUNTS,
+            Self::encode_counts(&counts),
+        );
+        self.db
+            .write_opt(batch, &self.write_opts)
+            .map_err(rocks_err(&self.dir))?;
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))?;
+        self.counts = counts;
+        Ok(deleted)
+    }
+
+    /// Adds to `batch` the removal of a searchable article's block and band entries.
+    fn delete_entries(
+        &self,
+        batch: &mut WriteBatch,
+        old: &StoredArticle,
+    ) -> Result<(), IndexError> {
+        for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
+            batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
+        }
+        if let Some(sketch) = &old.sketch {
+            let bands = self.cf(BANDS_FAMILY)?;
+            for (band, key) in sketch.bands() {
+                batch.delete_cf(bands, band_key(band as u8, key, old.seq));
+            }
+        }
+        Ok(())
+    }
+
     /// One atomic write: the article, its block and band entries when searchable, the removal of
     /// `previous`'s entries when it replaces a stored version, and the counters.
     fn write_article(
@@ -882,15 +939,7 @@ impl RocksIndex {
             None => counts.articles += 1,
             Some(old) if old.decision == StoredDecision::Unique => {
                 counts.unique = counts.unique.saturating_sub(1);
-                for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
-                    batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
-                }
-                if let Some(sketch) = &old.sketch {
-                    let bands = self.cf(BANDS_FAMILY)?;
-                    for (band, key) in sketch.bands() {
-                        batch.delete_cf(bands, band_key(band as u8, key, old.seq));
-                    }
-                }
+                self.delete_entries(&mut batch, old)?;
             }
             Some(_) => {}
         }
