@@ -10,10 +10,8 @@
 
 mod common;
 
-use common::kafka::{free_port, start_service, Broker};
+use common::kafka::{free_port, produce, start_service, Broker, Input};
 
-use rdkafka::producer::{FutureProducer, FutureRecord};
-use rdkafka::ClientConfig;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -44,72 +42,46 @@ const NEWS: [(&str, &str); 16] = [
     ("围棋新秀夺得冠军", "在刚刚结束的全国围棋锦标赛上，年仅十七岁的小将连胜多位名将，最终夺得个人赛冠军。这是他职业生涯中获得的第一个全国性冠军头衔。"),
 ];
 
-/// Records of one batch, in production order: (key, value).
-type Batch = Vec<(Option<String>, Vec<u8>)>;
-
-fn article(id: &str, title: &str, content: &str, url: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({"id": id, "title": title, "content": content, "url": url}))
-        .expect("json")
+fn article(id: &str, title: &str, content: &str, url: &str) -> Input {
+    Input {
+        key: Some(id.to_owned()),
+        value: serde_json::to_vec(
+            &json!({"id": id, "title": title, "content": content, "url": url}),
+        )
+        .expect("json"),
+        bad: None,
+        id: Some(id.to_owned()),
+    }
 }
 
 /// Originals `range`, then a repost (new id, HTML and an editor line around the same text) of
 /// each of `reposts`, then the malformed records `bad`.
-fn batch(range: std::ops::Range<usize>, reposts: std::ops::Range<usize>, bad: &[Vec<u8>]) -> Batch {
-    let mut out = Batch::new();
+fn batch(
+    range: std::ops::Range<usize>,
+    reposts: std::ops::Range<usize>,
+    bad: &[(Vec<u8>, &'static str)],
+) -> Vec<Input> {
+    let mut out = Vec::new();
     for i in range {
         let (title, content) = NEWS[i];
-        let id = format!("news-{i}");
-        out.push((
-            Some(id.clone()),
-            article(&id, title, content, &format!("https://news.example/{i}")),
-        ));
+        let url = format!("https://news.example/{i}");
+        out.push(article(&format!("news-{i}"), title, content, &url));
     }
     for i in reposts {
         let (title, content) = NEWS[i];
-        let id = format!("repost-{i}");
         let repost = format!("<p>{content}</p>\n责任编辑：王五");
-        out.push((
-            Some(id.clone()),
-            article(&id, title, &repost, &format!("https://mirror.example/{i}")),
-        ));
+        let url = format!("https://mirror.example/{i}");
+        out.push(article(&format!("repost-{i}"), title, &repost, &url));
     }
-    for (i, value) in bad.iter().enumerate() {
-        out.push((Some(format!("bad-{i}")), value.clone()));
+    for (value, reason) in bad {
+        out.push(Input {
+            key: Some(format!("bad-{reason}")),
+            value: value.clone(),
+            bad: Some(reason),
+            id: None,
+        });
     }
     out
-}
-
-fn produce(brokers: &str, topic: &str, records: &Batch) {
-    let producer: FutureProducer = ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("linger.ms", "5")
-        .create()
-        .expect("producer");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut futures = Vec::with_capacity(records.len());
-        for (key, value) in records {
-            let mut r: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic).payload(value);
-            if let Some(k) = key {
-                r = r.key(k.as_str());
-            }
-            futures.push(
-                producer
-                    .send_result(r)
-                    .map_err(|(e, _)| e)
-                    .expect("enqueue"),
-            );
-        }
-        for f in futures {
-            f.await
-                .expect("delivery future")
-                .map_err(|(e, _)| e)
-                .expect("delivered");
-        }
-    });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -375,24 +347,20 @@ fn prometheus_scrapes_the_service_and_loads_the_alert_rules() {
 
     // Two batches, so that the counters and the latency histogram grow between scrapes (a rate
     // needs two samples that differ).
-    let bad: Vec<Vec<u8>> = common::malformed_records()
-        .into_iter()
-        .take(4)
-        .map(|(v, _)| v)
-        .collect();
+    let bad: Vec<(Vec<u8>, &str)> = common::malformed_records().into_iter().take(4).collect();
     let first = batch(0..8, 0..4, &bad[..1]);
     let second = batch(8..16, 4..10, &bad[1..]);
     let total = (first.len() + second.len()) as f64;
     let reposts = 10.0;
     let consumed = r#"sum(newsdedup_articles_consumed_total{job="newsdedup"})"#;
-    produce(b, "articles.raw", &first);
+    produce(b, "articles.raw", &first, None);
     prom.wait_value(
         consumed,
         |v| v == first.len() as f64,
         Duration::from_secs(90),
         &slog,
     );
-    produce(b, "articles.raw", &second);
+    produce(b, "articles.raw", &second, None);
     prom.wait_value(consumed, |v| v == total, Duration::from_secs(90), &slog);
     // Every record's output acknowledged (the latency is observed then) and seen by Prometheus.
     prom.wait_value(
