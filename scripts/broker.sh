@@ -9,7 +9,7 @@
 # Usage:
 #   scripts/broker.sh fetch
 #       Download + verify + extract tansu into $NEWSDEDUP_CACHE/tansu/ (idempotent).
-#   scripts/broker.sh start [--port N] [--state-dir DIR] [--advertised HOST:PORT]
+#   scripts/broker.sh start [--port N] [--state-dir DIR] [--advertised HOST:PORT] [--authentication]
 #       Start a broker in the background (fetching tansu first if needed). Without --port a
 #       free port on 127.0.0.1 is picked. Writes DIR/broker.pid, DIR/bootstrap
 #       ("127.0.0.1:PORT"), DIR/advertised and DIR/broker.log, waits until the broker answers
@@ -22,6 +22,11 @@
 #       advertised one, so a proxy in front of the broker (e.g. scripts/tls_proxy.py for TLS)
 #       is advertised while the broker listens on PORT. The admin commands below
 #       (create-topics, list-topics) keep using the listen address.
+#       --authentication: require SASL (Tansu offers SCRAM-SHA-512 only). Tansu 0.6.0 then
+#       refuses every request of its own CLI (NotAuthenticated: topic create/list, user
+#       create), and with memory storage users made before cannot survive the restart, so no
+#       client can log in: useful only to see a client reach SASL authentication (it is told
+#       "unknown-user"). create-topics/list-topics/status cannot list such a broker's topics.
 #   scripts/broker.sh stop [--state-dir DIR]
 #       Stop the broker of DIR (SIGTERM, then SIGKILL after 10 s); no-op if not running.
 #   scripts/broker.sh create-topics [--bootstrap ADDR] [--state-dir DIR] TOPIC[:PARTITIONS]...
@@ -191,6 +196,7 @@ tansu_bin() {
 pid_file()       { printf '%s/broker.pid\n' "$STATE_DIR"; }
 bootstrap_file() { printf '%s/bootstrap\n' "$STATE_DIR"; }
 advertised_file() { printf '%s/advertised\n' "$STATE_DIR"; }
+sasl_file()       { printf '%s/sasl-required\n' "$STATE_DIR"; }
 log_file()       { printf '%s/broker.log\n' "$STATE_DIR"; }
 
 # Prints the pid of the running broker of STATE_DIR, or fails.
@@ -251,7 +257,7 @@ for t in sorted(json.load(sys.stdin), key=lambda t: t["name"]):
 # ---------------------------------------------------------------------------- start / stop
 
 do_start() {
-    local port="" advertised="" opt
+    local port="" advertised="" auth=0 opt
     while [[ $# -gt 0 ]]; do
         opt="$1"
         case "$opt" in
@@ -259,6 +265,7 @@ do_start() {
             --port=*) port="${opt#*=}"; shift ;;
             --advertised) [[ $# -ge 2 ]] || die "--advertised needs a value"; advertised="$2"; shift 2 ;;
             --advertised=*) advertised="${opt#*=}"; shift ;;
+            --authentication) auth=1; shift ;;
             --state-dir) [[ $# -ge 2 ]] || die "--state-dir needs a value"; STATE_DIR="$2"; shift 2 ;;
             --state-dir=*) STATE_DIR="${opt#*=}"; shift ;;
             -h|--help) usage; exit 0 ;;
@@ -294,7 +301,7 @@ do_start() {
         printf '%s\n' "$addr"
         return 0
     fi
-    rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)"
+    rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)" "$(sasl_file)"
 
     do_fetch
     local bin
@@ -314,13 +321,15 @@ do_start() {
         : >"$lf"
         # Detach fully: own session, no inherited stdin/stdout (so $(broker.sh start)
         # returns), storage pinned to memory whatever the environment says.
-        local launcher=()
+        local launcher=() extra=()
         command -v setsid >/dev/null 2>&1 && launcher=(setsid)
+        (( auth )) && extra=(--authentication)
         env -u STORAGE_ENGINE -u LISTENER_URL -u ADVERTISED_LISTENER_URL \
             "${launcher[@]}" "$bin" broker \
             --listener-url "$url" \
             --advertised-listener-url "$adv_url" \
             --storage-engine "memory://tansu/" \
+            "${extra[@]}" \
             </dev/null >>"$lf" 2>&1 9>&- &
         pid=$!
         printf '%s\n' "$pid" >"$(pid_file)"
@@ -335,6 +344,11 @@ do_start() {
                 if "$bin" topic list --broker "$url" >/dev/null 2>&1 && kill -0 "$pid" 2>/dev/null; then
                     state="ready"; break
                 fi
+                # With --authentication the broker answers the (unauthenticated) CLI with
+                # NotAuthenticated, which is an answer all the same.
+                if (( auth )) && grep -q 'NotAuthenticated' "$lf" && kill -0 "$pid" 2>/dev/null; then
+                    state="ready"; break
+                fi
             fi
             sleep 0.1
         done
@@ -342,11 +356,8 @@ do_start() {
         if [[ "$state" == "ready" ]]; then
             printf '127.0.0.1:%s\n' "$port" >"$(bootstrap_file)"
             printf '%s\n' "${adv_url#tcp://}" >"$(advertised_file)"
-            if [[ -n "$advertised" ]]; then
-                log "broker pid $pid listening on 127.0.0.1:$port, advertised as $advertised (state dir $STATE_DIR, log $lf)"
-            else
-                log "broker pid $pid listening on 127.0.0.1:$port (state dir $STATE_DIR, log $lf)"
-            fi
+            if (( auth )); then : >"$(sasl_file)"; fi
+            log "broker pid $pid listening on 127.0.0.1:$port${advertised:+, advertised as $advertised}$( (( auth )) && echo ', SASL required') (state dir $STATE_DIR, log $lf)"
             printf '127.0.0.1:%s\n' "$port"
             return 0
         fi
@@ -381,7 +392,7 @@ do_stop() {
     done
     local pid
     if ! pid="$(running_pid)"; then
-        rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)"
+        rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)" "$(sasl_file)"
         log "no broker running for $STATE_DIR"
         return 0
     fi
@@ -400,7 +411,7 @@ do_stop() {
         done
         kill -0 "$pid" 2>/dev/null && die "broker pid $pid is still alive after SIGKILL"
     fi
-    rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)"
+    rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)" "$(sasl_file)"
     log "stopped broker pid $pid ($STATE_DIR; log kept at $(log_file))"
 }
 
@@ -510,7 +521,9 @@ do_status() {
         echo "status:    running (pid $pid${rss:+, rss $rss})"
         echo "bootstrap: $addr"
         echo "advertised: $(head -n1 "$(advertised_file)" 2>/dev/null || echo "$addr")"
-        if [[ "$addr" != "?" ]]; then
+        if [[ -f "$(sasl_file)" ]]; then
+            echo "topics:    (not listed: the broker requires SASL, which the tansu CLI does not do)"
+        elif [[ "$addr" != "?" ]]; then
             echo "topics:"
             list_topics "$addr" | sed 's/^/  /'
         fi
