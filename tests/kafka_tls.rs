@@ -280,11 +280,14 @@ impl Clients {
     }
 }
 
-/// A few corpus articles plus a near-duplicate of the first long one. Returns (id, JSON) and
+/// (id, JSON value) of an input record.
+type Record = (String, Vec<u8>);
+
+/// A few corpus articles plus a near-duplicate of the first long one. Returns the records and
 /// the repost's (original id, repost id).
-fn articles(n: usize) -> (Vec<(String, Vec<u8>)>, (String, String)) {
+fn articles(n: usize) -> (Vec<Record>, (String, String)) {
     let corpus = common::corpus_articles("sina_2018_patrick233.jsonl", n);
-    let mut out: Vec<(String, Vec<u8>)> = corpus
+    let mut out: Vec<Record> = corpus
         .iter()
         .map(|a| {
             let id = common::str_field(a, "id").to_owned();
@@ -313,7 +316,7 @@ fn articles(n: usize) -> (Vec<(String, Vec<u8>)>, (String, String)) {
 }
 
 /// Produces over TLS; returns the highest offset + 1 per partition.
-fn produce(clients: &Clients, records: &[(String, Vec<u8>)]) -> BTreeMap<i32, i64> {
+fn produce(clients: &Clients, records: &[Record]) -> BTreeMap<i32, i64> {
     let producer: FutureProducer = clients
         .config()
         .set("linger.ms", "5")
@@ -554,6 +557,7 @@ fn check_refused(dir: &Path, clients: &Clients, args: &[String], log_says: &[&st
 
     let (status, body) = service.http("/ready").expect("/ready");
     assert_eq!(status, 503, "{body}");
+    assert!(body.contains("unreachable"), "{body}");
     let (status, _) = service.http("/health").expect("/health");
     assert_eq!(status, 200, "liveness stays up while the broker is refused");
 
