@@ -157,6 +157,9 @@ async def main():
         )
         if first_line not in done:
             return 0
+        if not first_line.result():
+            log("stdin closed before the upstream was given; stopping")
+            return 0
         try:
             proxy.upstream = parse_addr(first_line.result())
         except ValueError as e:
