@@ -9,14 +9,24 @@
 # Usage:
 #   scripts/broker.sh fetch
 #       Download + verify + extract tansu into $NEWSDEDUP_CACHE/tansu/ (idempotent).
-#   scripts/broker.sh start [--port N] [--state-dir DIR]
+#   scripts/broker.sh start [--port N] [--state-dir DIR] [--advertised HOST:PORT] [--authentication]
 #       Start a broker in the background (fetching tansu first if needed). Without --port a
 #       free port on 127.0.0.1 is picked. Writes DIR/broker.pid, DIR/bootstrap
-#       ("127.0.0.1:PORT") and DIR/broker.log, waits until the broker answers (bounded by
-#       $NEWSDEDUP_BROKER_START_TIMEOUT, default 30 s) and prints the bootstrap address as
-#       the LAST line on stdout (all other messages go to stderr), so
+#       ("127.0.0.1:PORT"), DIR/advertised and DIR/broker.log, waits until the broker answers
+#       (bounded by $NEWSDEDUP_BROKER_START_TIMEOUT, default 30 s) and prints the bootstrap
+#       address as the LAST line on stdout (all other messages go to stderr), so
 #           BOOTSTRAP=$(scripts/broker.sh start | tail -n1)
 #       works. If a broker is already running for DIR, its address is printed again.
+#       --advertised: the address the broker puts in metadata (default: the listen address
+#       127.0.0.1:PORT). Clients connect to the bootstrap address first, then to the
+#       advertised one, so a proxy in front of the broker (e.g. scripts/tls_proxy.py for TLS)
+#       is advertised while the broker listens on PORT. The admin commands below
+#       (create-topics, list-topics) keep using the listen address.
+#       --authentication: require SASL (Tansu offers SCRAM-SHA-512 only). Tansu 0.6.0 then
+#       refuses every request of its own CLI (NotAuthenticated: topic create/list, user
+#       create), and with memory storage users made before cannot survive the restart, so no
+#       client can log in: useful only to see a client reach SASL authentication (it is told
+#       "unknown-user"). create-topics/list-topics/status cannot list such a broker's topics.
 #   scripts/broker.sh stop [--state-dir DIR]
 #       Stop the broker of DIR (SIGTERM, then SIGKILL after 10 s); no-op if not running.
 #   scripts/broker.sh create-topics [--bootstrap ADDR] [--state-dir DIR] TOPIC[:PARTITIONS]...
@@ -185,6 +195,8 @@ tansu_bin() {
 
 pid_file()       { printf '%s/broker.pid\n' "$STATE_DIR"; }
 bootstrap_file() { printf '%s/bootstrap\n' "$STATE_DIR"; }
+advertised_file() { printf '%s/advertised\n' "$STATE_DIR"; }
+sasl_file()       { printf '%s/sasl-required\n' "$STATE_DIR"; }
 log_file()       { printf '%s/broker.log\n' "$STATE_DIR"; }
 
 # Prints the pid of the running broker of STATE_DIR, or fails.
@@ -245,12 +257,15 @@ for t in sorted(json.load(sys.stdin), key=lambda t: t["name"]):
 # ---------------------------------------------------------------------------- start / stop
 
 do_start() {
-    local port="" opt
+    local port="" advertised="" auth=0 opt
     while [[ $# -gt 0 ]]; do
         opt="$1"
         case "$opt" in
             --port) [[ $# -ge 2 ]] || die "--port needs a value"; port="$2"; shift 2 ;;
             --port=*) port="${opt#*=}"; shift ;;
+            --advertised) [[ $# -ge 2 ]] || die "--advertised needs a value"; advertised="$2"; shift 2 ;;
+            --advertised=*) advertised="${opt#*=}"; shift ;;
+            --authentication) auth=1; shift ;;
             --state-dir) [[ $# -ge 2 ]] || die "--state-dir needs a value"; STATE_DIR="$2"; shift 2 ;;
             --state-dir=*) STATE_DIR="${opt#*=}"; shift ;;
             -h|--help) usage; exit 0 ;;
@@ -259,6 +274,11 @@ do_start() {
     done
     if [[ -n "$port" ]] && ! [[ "$port" =~ ^[0-9]+$ && "$port" -ge 1 && "$port" -le 65535 ]]; then
         die "--port must be a number between 1 and 65535, got '$port'"
+    fi
+    advertised="${advertised#tcp://}"
+    if [[ -n "$advertised" ]] && ! [[ "$advertised" =~ ^[A-Za-z0-9._-]+:([0-9]+)$ &&
+            "${BASH_REMATCH[1]}" -ge 1 && "${BASH_REMATCH[1]}" -le 65535 ]]; then
+        die "--advertised must be HOST:PORT (a host name or IPv4 address), got '$advertised'"
     fi
     [[ "$START_TIMEOUT" =~ ^[0-9]+$ ]] || die "NEWSDEDUP_BROKER_START_TIMEOUT must be whole seconds"
 
@@ -272,11 +292,16 @@ do_start() {
         if [[ -n "$port" && "$addr" != "127.0.0.1:$port" ]]; then
             die "a broker is already running for $STATE_DIR (pid $pid, $addr); stop it first or use another --state-dir"
         fi
+        local adv
+        adv="$(head -n1 "$(advertised_file)" 2>/dev/null || true)"
+        if [[ -n "$advertised" && "$adv" != "$advertised" ]]; then
+            die "a broker is already running for $STATE_DIR (pid $pid, $addr, advertised as ${adv:-?}); stop it first or use another --state-dir"
+        fi
         log "broker already running for $STATE_DIR (pid $pid)"
         printf '%s\n' "$addr"
         return 0
     fi
-    rm -f "$(pid_file)" "$(bootstrap_file)"
+    rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)" "$(sasl_file)"
 
     do_fetch
     local bin
@@ -290,18 +315,21 @@ do_start() {
             (( auto_port )) && continue
             die "port $port on 127.0.0.1 is already in use"
         fi
-        local url="tcp://127.0.0.1:$port" lf
+        local url="tcp://127.0.0.1:$port" adv_url lf
+        adv_url="tcp://${advertised:-127.0.0.1:$port}"
         lf="$(log_file)"
         : >"$lf"
         # Detach fully: own session, no inherited stdin/stdout (so $(broker.sh start)
         # returns), storage pinned to memory whatever the environment says.
-        local launcher=()
+        local launcher=() extra=()
         command -v setsid >/dev/null 2>&1 && launcher=(setsid)
+        (( auth )) && extra=(--authentication)
         env -u STORAGE_ENGINE -u LISTENER_URL -u ADVERTISED_LISTENER_URL \
             "${launcher[@]}" "$bin" broker \
             --listener-url "$url" \
-            --advertised-listener-url "$url" \
+            --advertised-listener-url "$adv_url" \
             --storage-engine "memory://tansu/" \
+            "${extra[@]}" \
             </dev/null >>"$lf" 2>&1 9>&- &
         pid=$!
         printf '%s\n' "$pid" >"$(pid_file)"
@@ -316,13 +344,20 @@ do_start() {
                 if "$bin" topic list --broker "$url" >/dev/null 2>&1 && kill -0 "$pid" 2>/dev/null; then
                     state="ready"; break
                 fi
+                # With --authentication the broker answers the (unauthenticated) CLI with
+                # NotAuthenticated, which is an answer all the same.
+                if (( auth )) && grep -q 'NotAuthenticated' "$lf" && kill -0 "$pid" 2>/dev/null; then
+                    state="ready"; break
+                fi
             fi
             sleep 0.1
         done
 
         if [[ "$state" == "ready" ]]; then
             printf '127.0.0.1:%s\n' "$port" >"$(bootstrap_file)"
-            log "broker pid $pid listening on 127.0.0.1:$port (state dir $STATE_DIR, log $lf)"
+            printf '%s\n' "${adv_url#tcp://}" >"$(advertised_file)"
+            if (( auth )); then : >"$(sasl_file)"; fi
+            log "broker pid $pid listening on 127.0.0.1:$port${advertised:+, advertised as $advertised}$( (( auth )) && echo ', SASL required') (state dir $STATE_DIR, log $lf)"
             printf '127.0.0.1:%s\n' "$port"
             return 0
         fi
@@ -357,7 +392,7 @@ do_stop() {
     done
     local pid
     if ! pid="$(running_pid)"; then
-        rm -f "$(pid_file)" "$(bootstrap_file)"
+        rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)" "$(sasl_file)"
         log "no broker running for $STATE_DIR"
         return 0
     fi
@@ -376,7 +411,7 @@ do_stop() {
         done
         kill -0 "$pid" 2>/dev/null && die "broker pid $pid is still alive after SIGKILL"
     fi
-    rm -f "$(pid_file)" "$(bootstrap_file)"
+    rm -f "$(pid_file)" "$(bootstrap_file)" "$(advertised_file)" "$(sasl_file)"
     log "stopped broker pid $pid ($STATE_DIR; log kept at $(log_file))"
 }
 
@@ -485,7 +520,10 @@ do_status() {
         [[ -r "/proc/$pid/status" ]] && rss="$(awk '/^VmRSS/ { print $2 " " $3 }' "/proc/$pid/status")"
         echo "status:    running (pid $pid${rss:+, rss $rss})"
         echo "bootstrap: $addr"
-        if [[ "$addr" != "?" ]]; then
+        echo "advertised: $(head -n1 "$(advertised_file)" 2>/dev/null || echo "$addr")"
+        if [[ -f "$(sasl_file)" ]]; then
+            echo "topics:    (not listed: the broker requires SASL, which the tansu CLI does not do)"
+        elif [[ "$addr" != "?" ]]; then
             echo "topics:"
             list_topics "$addr" | sed 's/^/  /'
         fi

@@ -38,12 +38,22 @@ pub fn broker_script() -> PathBuf {
 
 impl Broker {
     pub fn start(dir: &Path) -> Broker {
+        Broker::start_with(dir, &[])
+    }
+
+    /// Like `start`, with more `scripts/broker.sh start` options, e.g. `["--advertised",
+    /// "127.0.0.1:PORT"]` (the broker puts that address in its metadata, e.g. a TLS proxy in front
+    /// of it; `bootstrap` stays the plain listen address, used by `create_topics`) or
+    /// `["--authentication"]`.
+    pub fn start_with(dir: &Path, options: &[&str]) -> Broker {
         let state = dir.join("broker");
-        let out = Command::new("bash")
-            .arg(broker_script())
+        let mut cmd = Command::new("bash");
+        cmd.arg(broker_script())
             .arg("start")
             .arg("--state-dir")
             .arg(&state)
+            .args(options);
+        let out = cmd
             .stderr(Stdio::inherit())
             .output()
             .expect("run scripts/broker.sh");
