@@ -34,6 +34,7 @@ pub const IN_FLIGHT: &str = "newsdedup_in_flight_messages";
 pub const ASSIGNED_PARTITIONS: &str = "newsdedup_assigned_partitions";
 pub const FETCH_PAUSED: &str = "newsdedup_fetch_paused";
 pub const BROKER_UP: &str = "newsdedup_broker_up";
+pub const HEALTHY: &str = "newsdedup_healthy";
 pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
 pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
 pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
@@ -193,6 +194,11 @@ fn describe() {
         BROKER_UP,
         Unit::Count,
         "0 after librdkafka reported all brokers down, 1 once traffic resumes."
+    );
+    describe_gauge!(
+        HEALTHY,
+        Unit::Count,
+        "1 while /health answers 200; 0 when failed, stalled or without progress."
     );
     describe_gauge!(INDEX_ARTICLES, Unit::Count, "Articles in the index.");
     describe_histogram!(
