@@ -14,6 +14,8 @@
 #   also until a downstream consumer (fetch.wait.max.ms=10) has the output record. p50/p99/max.
 #
 # Extra `newsdedup run` arguments: NEWSDEDUP_BENCH_ARGS (e.g. "-X fetch.wait.max.ms=20").
+# Another build of the service (an A/B against an older commit): NEWSDEDUP_BENCH_BIN=/path/newsdedup.
+# Also printed: the service's peak RSS (VmHWM) and the mean records per index fsync (group commit).
 #
 # Everything runs on this machine: broker (scripts/broker.sh, Tansu), service, load generator
 # (examples/kafka_load.rs). Needs the corpus (NEWSDEDUP_CORPUS_DIR, default ../shared/data/corpus).
@@ -27,7 +29,7 @@ RATE="${2:-500}"
 SECS="${3:-20}"
 
 cargo build --release --quiet --bin newsdedup --example kafka_load
-BIN="$CARGO_TARGET_DIR/release/newsdedup"
+BIN="${NEWSDEDUP_BENCH_BIN:-$CARGO_TARGET_DIR/release/newsdedup}"
 LOAD="$CARGO_TARGET_DIR/release/examples/kafka_load"
 
 WORK="$(mktemp -d /tmp/newsdedup-bench.XXXXXX)"
@@ -64,6 +66,7 @@ LATENCY="$("$LOAD" latency --brokers "$B" --rate "$RATE" --seconds "$SECS" --ski
 echo "$LATENCY" >&2
 
 METRICS="$(curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null || true)"
+PEAK_RSS_KB="$(awk '/^VmHWM:/ {print $2}' "/proc/$SERVICE_PID/status" 2>/dev/null || echo 0)"
 kill -TERM "$SERVICE_PID"
 wait "$SERVICE_PID"
 SERVICE_PID=""
@@ -74,7 +77,14 @@ stage() { # mean seconds of a stage from the metrics text
                    END { if (n > 0) printf "%.3f", 1000 * sum / n; else printf "?" }' <<<"$METRICS"
 }
 
-python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" "$(stage sync)" <<'PY'
+group() { # mean records per index fsync (absent before group commit existed)
+    awk '$1 == "newsdedup_group_commit_records_sum" {sum=$2}
+         $1 == "newsdedup_group_commit_records_count" {n=$2}
+         END { if (n > 0) printf "%.1f", sum / n; else printf "?" }' <<<"$METRICS"
+}
+
+python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" "$(stage sync)" \
+    "$PEAK_RSS_KB" "$(group)" <<'PY'
 import json, platform, sys
 t, l = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
@@ -84,6 +94,8 @@ print(json.dumps({
     "backlog_articles": t["records"],
     "mean_ms_per_article": {"prepare (one core)": sys.argv[4], "decide": sys.argv[5]},
     "mean_ms_per_index_fsync": sys.argv[6],
+    "records_per_fsync": sys.argv[8],
+    "service_peak_rss_mb": round(int(sys.argv[7] or 0) / 1024, 1),
     "latency_at_rate": l["offered_rate"],
     "latency_to_output_record_ms": l["latency_to_output_record_ms"],
     "latency_to_downstream_receipt_ms": l["latency_to_downstream_receipt_ms"],

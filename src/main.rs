@@ -345,12 +345,14 @@ fn cmd_index_stats(index_dir: &Path, top: usize, json: bool) -> Result<()> {
     for f in &stats.families {
         let largest: Vec<String> = f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
         println!(
-            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; largest {}",
+            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; {} crowded (> {}, searched by seeks); largest {}",
             f.family,
             f.entries,
             f.buckets_used,
             f.mean_bucket,
             f.max_bucket,
+            f.crowded_buckets,
+            newsdedup::index::rocks::SCAN_BEFORE_SEEK,
             largest.join(" ")
         );
     }

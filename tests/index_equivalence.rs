@@ -34,6 +34,21 @@ pub fn test_identity() -> FingerprintIdentity {
     }
 }
 
+/// A unique article with fingerprint `fp` and no sketch.
+fn unique_record(seq: u64, fp: u64) -> StoredArticle {
+    StoredArticle {
+        seq,
+        fingerprint: Fingerprint(fp),
+        url: None,
+        title: None,
+        first_seen_ms: 0,
+        decision: StoredDecision::Unique,
+        matched: None,
+        sketch: None,
+        revision: None,
+    }
+}
+
 fn flip_bits(rng: &mut SmallRng, fp: u64, d: u32) -> u64 {
     let mut out = fp;
     let mut flipped = BTreeSet::new();
@@ -67,18 +82,9 @@ fn block_index_equals_brute_force_within_three() {
     }
     all.truncate(N);
     for (seq, &fp) in all.iter().enumerate() {
-        let rec = StoredArticle {
-            seq: seq as u64,
-            fingerprint: Fingerprint(fp),
-            url: None,
-            title: None,
-            first_seen_ms: 0,
-            decision: StoredDecision::Unique,
-            matched: None,
-            sketch: None,
-            revision: None,
-        };
-        index.insert(&format!("a{seq}"), &rec, true).unwrap();
+        index
+            .insert(&format!("a{seq}"), &unique_record(seq as u64, fp), true)
+            .unwrap();
     }
     assert_eq!(index.counts().articles, N as u64);
 
@@ -354,18 +360,9 @@ fn crowded_bucket_lookups_equal_brute_force() {
     }
     all.truncate(N);
     for (seq, &fp) in all.iter().enumerate() {
-        let rec = StoredArticle {
-            seq: seq as u64,
-            fingerprint: Fingerprint(fp),
-            url: None,
-            title: None,
-            first_seen_ms: 0,
-            decision: StoredDecision::Unique,
-            matched: None,
-            sketch: None,
-            revision: None,
-        };
-        index.insert(&format!("a{seq}"), &rec, true).unwrap();
+        index
+            .insert(&format!("a{seq}"), &unique_record(seq as u64, fp), true)
+            .unwrap();
     }
     let shares_block =
         |a: u64, b: u64| (0..4).any(|i| (a >> (48 - 16 * i)) as u16 == (b >> (48 - 16 * i)) as u16);

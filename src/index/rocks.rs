@@ -24,6 +24,9 @@ use std::sync::Arc;
 /// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
 pub const MAX_BAND_BUCKET: usize = 32;
 
+/// Largest height of the per-prefix memtable skiplists (see the block families' options).
+const MEMTABLE_SKIPLIST_HEIGHT: i32 = 12;
+
 /// Keys of a block bucket read one by one before the rest of the bucket is searched by seeks.
 pub const SCAN_BEFORE_SEEK: usize = 4096;
 /// Largest search distance the seek path serves (C(16,<=4) = 2,517 seeks at most per family);
@@ -80,6 +83,9 @@ pub struct FamilyStats {
     pub buckets_used: u32,
     pub mean_bucket: f64,
     pub max_bucket: u32,
+    /// Buckets of more than `SCAN_BEFORE_SEEK` fingerprints (templated reports, crafted input):
+    /// lookups finish them by seeks.
+    pub crowded_buckets: u32,
     /// The largest buckets: (block value as 4 hex digits, entries).
     pub largest: Vec<(String, u32)>,
 }
@@ -213,10 +219,13 @@ impl RocksIndex {
             // and every insert (~2% of a `batch` run).
             // Memtable: one small skiplist per 2-byte prefix instead of one big one. An insert
             // into a big skiplist walks a dozen cache-missing levels (it was ~1/3 of the decision
-            // thread's time in `batch`); lookups only ever scan one prefix.
+            // thread's time in `batch`); lookups only ever scan one prefix. A node's height is
+            // drawn with P(h > k) = 4^-k, so an ordinary bucket of a few entries stays one or two
+            // levels high; the maximum of 12 only matters for a crowded bucket (templated reports,
+            // crafted input), whose seeks stay logarithmic instead of walking a 4-level list.
             opts.set_memtable_factory(MemtableFactory::HashSkipList {
                 bucket_count: 1 << 16,
-                height: 4,
+                height: MEMTABLE_SKIPLIST_HEIGHT,
                 branching_factor: 4,
             });
             // Fingerprints are random bits: compression would cost CPU for nothing.
@@ -237,7 +246,7 @@ impl RocksIndex {
             // As for the block families: band lookups are exact-prefix seeks.
             opts.set_memtable_factory(MemtableFactory::HashSkipList {
                 bucket_count: 1 << 20,
-                height: 4,
+                height: MEMTABLE_SKIPLIST_HEIGHT,
                 branching_factor: 4,
             });
             // Band keys are hashes: incompressible.
@@ -442,6 +451,10 @@ impl RocksIndex {
             }
             it.status().map_err(rocks_err(&self.dir))?;
             let used = buckets.iter().filter(|&&b| b > 0).count() as u32;
+            let crowded = buckets
+                .iter()
+                .filter(|&&b| b as usize > SCAN_BEFORE_SEEK)
+                .count() as u32;
             let mut largest: Vec<(usize, u32)> = buckets
                 .iter()
                 .copied()
@@ -460,6 +473,7 @@ impl RocksIndex {
                     0.0
                 },
                 max_bucket: largest.first().map_or(0, |l| l.1),
+                crowded_buckets: crowded,
                 largest: largest
                     .into_iter()
                     .map(|(b, n)| (format!("{b:04x}"), n))
@@ -875,6 +889,13 @@ impl RocksIndex {
         if deleted.is_empty() {
             return Ok(deleted);
         }
+        self.commit(batch, counts)?;
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))?;
+        Ok(deleted)
+    }
+
+    /// Writes `batch` with the new `counts` in the same atomic write.
+    fn commit(&mut self, mut batch: WriteBatch, counts: IndexCounts) -> Result<(), IndexError> {
         batch.put_cf(
             self.cf(META)?,
             layout::META_COUNTS,
@@ -883,9 +904,8 @@ impl RocksIndex {
         self.db
             .write_opt(batch, &self.write_opts)
             .map_err(rocks_err(&self.dir))?;
-        self.db.flush_wal(true).map_err(rocks_err(&self.dir))?;
         self.counts = counts;
-        Ok(deleted)
+        Ok(())
     }
 
     /// Adds to `batch` the removal of a searchable article's block and band entries.
@@ -960,16 +980,7 @@ impl RocksIndex {
                 }
             }
         }
-        batch.put_cf(
-            self.cf(META)?,
-            layout::META_COUNTS,
-            Self::encode_counts(&counts),
-        );
-        self.db
-            .write_opt(batch, &self.write_opts)
-            .map_err(rocks_err(&self.dir))?;
-        self.counts = counts;
-        Ok(())
+        self.commit(batch, counts)
     }
 }
 

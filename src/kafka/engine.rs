@@ -13,7 +13,8 @@
 //! * The decision thread decides every record that is ready, makes those index writes durable
 //!   with one fsync (group commit), and only then hands their outcomes to an [`OutputSink`]
 //!   (Kafka producer in the service, a vector in tests): a published decision survives a power
-//!   loss. The committer syncs once more before it commits an offset (with the store's
+//!   loss. With the store's [`SyncHandle`] a publisher thread does the fsync and the hand-over,
+//!   so the decision thread decides the next group meanwhile. The committer syncs once more before it commits an offset (with the store's
 //!   [`SyncHandle`] on its own thread; a store without one has its `sync` requests served by the
 //!   decision thread between two groups).
 //!
@@ -234,6 +235,11 @@ impl EngineHandle {
         }
     }
 
+    /// True once the stage was stopped ([`EngineHandle::fail`], a failed sync).
+    pub fn is_halted(&self) -> bool {
+        self.halted.load(Ordering::SeqCst)
+    }
+
     /// The fatal error of the decision stage, if it failed.
     pub fn failure(&self) -> Option<String> {
         self.failure.lock().clone()
@@ -340,11 +346,14 @@ impl Engine {
                 halted: handle.halted.clone(),
             };
             let guard = handle.fail_on_panic("decide");
+            let engine = handle.clone();
             std::thread::Builder::new()
                 .name("decide".into())
                 .spawn(move || {
                     let _guard = guard;
-                    decide_loop(decider, sink, ready_rx, control_rx, &failure, &stop)
+                    decide_loop(
+                        decider, sink, ready_rx, control_rx, &failure, &stop, &engine,
+                    )
                 })
                 .expect("cannot spawn the decision thread")
         };
@@ -454,14 +463,102 @@ struct DecideStop {
     halted: Arc<AtomicBool>,
 }
 
+/// Where a decided group goes: made durable, then handed to the sink. With the store's
+/// [`SyncHandle`] a publisher thread does both, so the decision thread goes on deciding the next
+/// group during the fsync; without one the decision thread does them itself.
+enum Publisher<K: OutputSink> {
+    Inline(K),
+    Thread {
+        groups: Sender<Vec<(OutputRecord, Ticket)>>,
+        thread: JoinHandle<()>,
+    },
+}
+
+impl<K: OutputSink> Publisher<K> {
+    fn start(sink: K, sync: Option<SyncHandle>, engine: &EngineHandle) -> Self {
+        let Some(sync) = sync else {
+            return Publisher::Inline(sink);
+        };
+        // A few groups in flight: the decision thread waits once the fsyncs fall behind.
+        let (groups, rx) = bounded::<Vec<(OutputRecord, Ticket)>>(4);
+        let engine = engine.clone();
+        let guard = engine.fail_on_panic("publish");
+        let thread = std::thread::Builder::new()
+            .name("publish".into())
+            .spawn(move || {
+                let _guard = guard;
+                let mut sink = sink;
+                let sync_secs = metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync");
+                for group in rx {
+                    if engine.is_halted() {
+                        continue;
+                    }
+                    let start = Instant::now();
+                    let synced = sync.sync();
+                    sync_secs.record(start.elapsed().as_secs_f64());
+                    match synced {
+                        Ok(()) => {
+                            for (record, ticket) in group {
+                                sink.send(record, ticket);
+                            }
+                        }
+                        // Nothing of the group is published: its decisions may not be durable.
+                        Err(e) => {
+                            engine.fail(format!("cannot sync the index: {e}; stopped deciding"));
+                        }
+                    }
+                }
+            })
+            .expect("cannot spawn the publisher thread");
+        Publisher::Thread { groups, thread }
+    }
+
+    /// Publishes a decided group: durable first, then to the sink. Returns the sync's error when
+    /// done inline.
+    fn publish<D: DecisionStage>(
+        &mut self,
+        decider: &D,
+        group: Vec<(OutputRecord, Ticket)>,
+        sync_secs: &metrics::Histogram,
+    ) -> Result<(), IndexError> {
+        match self {
+            Publisher::Inline(sink) => {
+                let start = Instant::now();
+                let synced = decider.sync();
+                sync_secs.record(start.elapsed().as_secs_f64());
+                synced?;
+                for (record, ticket) in group {
+                    sink.send(record, ticket);
+                }
+                Ok(())
+            }
+            Publisher::Thread { groups, .. } => {
+                // Only fails if the publisher is gone (it panicked: the engine is failed).
+                let _ = groups.send(group);
+                Ok(())
+            }
+        }
+    }
+
+    /// Waits until every group handed over is published.
+    fn finish(self) {
+        if let Publisher::Thread { groups, thread } = self {
+            drop(groups);
+            let _ = thread.join();
+        }
+    }
+}
+
 fn decide_loop<D: DecisionStage, K: OutputSink>(
     mut decider: D,
-    mut sink: K,
+    sink: K,
     ready_rx: Receiver<Ready>,
     mut control_rx: Receiver<Control>,
     failure: &Mutex<Option<String>>,
     stop: &DecideStop,
+    engine: &EngineHandle,
 ) {
+    let mut publisher = Publisher::start(sink, decider.sync_handle(), engine);
     let metrics = DecideMetrics::new();
     let counts = decider.counts();
     metrics.index_articles.set(counts.articles as f64);
@@ -508,23 +605,12 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
                         }
                     }
                     if !outbox.is_empty() {
-                        let start = Instant::now();
-                        let synced = decider.sync();
-                        metrics.sync_secs.record(start.elapsed().as_secs_f64());
                         metrics.group_size.record(outbox.len() as f64);
-                        match synced {
-                            Ok(()) => {
-                                for (record, ticket) in outbox {
-                                    sink.send(record, ticket);
-                                }
-                            }
-                            // Nothing of the group is published: its decisions may not be durable.
-                            Err(e) => {
-                                failed = true;
-                                let msg = format!("cannot sync the index: {e}; stopped deciding");
-                                tracing::error!("{msg}");
-                                failure.lock().get_or_insert(msg);
-                            }
+                        if let Err(e) = publisher.publish(&decider, outbox, &metrics.sync_secs) {
+                            failed = true;
+                            let msg = format!("cannot sync the index: {e}; stopped deciding");
+                            tracing::error!("{msg}");
+                            failure.lock().get_or_insert(msg);
                         }
                     }
                     if last_disk.elapsed() >= Duration::from_secs(10) {
@@ -555,6 +641,7 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
             },
         }
     }
+    publisher.finish();
     if let Err(e) = decider.sync() {
         tracing::error!("final sync of the index failed: {e}");
     }
