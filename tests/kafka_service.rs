@@ -39,7 +39,7 @@ fn valid(a: &serde_json::Map<String, Value>) -> Input {
 fn corpus_inputs(skip: usize, n: usize, tag: &str) -> (Vec<Input>, Vec<(String, String)>) {
     let mut out = Vec::new();
     let mut pairs = Vec::new();
-    let articles = common::corpus_articles("sina_2018_patrick233.jsonl", skip + n);
+    let articles = common::corpus_articles_cycled("sina_2018_patrick233.jsonl", skip + n);
     for (i, a) in articles.into_iter().skip(skip).enumerate() {
         let content = common::str_field(&a, "content").to_owned();
         let title = common::str_field(&a, "title").to_owned();

@@ -2,6 +2,8 @@
 //! reposts, built from the shared corpus at test time by scripts/eval/quality.py --quick) is run
 //! through `newsdedup batch`, and precision / recall by length class must stay at the targets
 //! (precision >= 0.99, recall >= 0.95 long, >= 0.85 short). Full figures: docs/QUALITY.md.
+//! The in-repo sample (examples/sample_articles.jsonl, what scripts/demo.sh runs) must be decided
+//! exactly as planted.
 
 mod common;
 
@@ -53,4 +55,74 @@ fn precision_and_recall_meet_the_targets_on_the_quick_set() {
         "templated reports flagged: {}",
         report["templated"]["flagged_in_run"]
     );
+}
+
+/// Why each malformed record of the sample is invalid, in file order (examples/README.md).
+const SAMPLE_INVALID: [&str; 6] = [
+    "bad_json",
+    "missing_field",
+    "empty_text",
+    "wrong_type",
+    "no_features",
+    "bad_json",
+];
+
+/// Every planted repost of the sample (`sNN-rK`) is a duplicate of its story `sNN`; every story,
+/// the templated reports included, is unique; the malformed records are invalid, for their reasons.
+#[test]
+fn the_sample_is_decided_as_planted() {
+    let work = tempfile::tempdir().unwrap();
+    let output = work.path().join("out.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+        .args(["batch", "--quiet", "--input"])
+        .arg(format!("{}/{}", env!("CARGO_MANIFEST_DIR"), common::SAMPLE))
+        .arg("--output")
+        .arg(&output)
+        .arg("--index-dir")
+        .arg(work.path().join("index"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut unique, mut duplicate, mut invalid) = (0, 0, Vec::new());
+    for line in std::fs::read_to_string(&output).unwrap().lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let id = v["id"].as_str().unwrap_or("");
+        let dedup = &v["dedup"];
+        match dedup["decision"].as_str().unwrap() {
+            "invalid" => {
+                let error = dedup["error"].as_str().unwrap();
+                invalid.push(error.split(':').next().unwrap().to_owned());
+            }
+            "unique" => {
+                assert_eq!(
+                    common::sample_repost_of(id),
+                    None,
+                    "the planted repost {id} came out unique"
+                );
+                unique += 1;
+            }
+            _ => {
+                let m = &dedup["match"];
+                println!(
+                    "{id} duplicate of {} (distance {}, containment {})",
+                    m["id"], m["distance"], m["containment"]
+                );
+                assert_eq!(
+                    common::sample_repost_of(id),
+                    m["id"].as_str(),
+                    "{id} is a duplicate of {}",
+                    m["id"]
+                );
+                duplicate += 1;
+            }
+        }
+    }
+    assert_eq!(invalid, SAMPLE_INVALID);
+    assert_eq!(unique, common::sample_stories().len());
+    assert_eq!(unique + duplicate, common::sample_articles().len());
+    assert!(duplicate >= 8, "{duplicate} planted reposts");
 }

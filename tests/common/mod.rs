@@ -23,23 +23,92 @@ pub const CORPUS_FILES: [&str; 4] = [
     "sogou_smarty_2008_2012.jsonl",
 ];
 
+/// The in-repo sample (original text, see examples/README.md): what the tests read instead of the
+/// corpus when it is not there.
+pub const SAMPLE: &str = "examples/sample_articles.jsonl";
+
+/// Whether every corpus file is present. If not, the corpus helpers below fall back to the sample
+/// (saying so once on stderr), and tests that measure on the corpus check what the sample allows;
+/// each such test says what in a comment.
+pub fn corpus_available() -> bool {
+    let dir = corpus_dir();
+    let present = CORPUS_FILES.iter().all(|f| dir.join(f).is_file());
+    if !present {
+        static NOTICE: std::sync::Once = std::sync::Once::new();
+        NOTICE.call_once(|| {
+            eprintln!(
+                "corpus not found at {}: using the in-repo sample {SAMPLE}",
+                dir.display()
+            );
+        });
+    }
+    present
+}
+
+/// The sample's valid articles (every line that is a JSON object with a string `id` and a string
+/// `content` with a letter or digit in it), in file order; the malformed lines are left out.
+pub fn sample_articles() -> Vec<serde_json::Map<String, Value>> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(SAMPLE);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} is part of the repository: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| match serde_json::from_str(l) {
+            Ok(Value::Object(m)) => Some(m),
+            _ => None,
+        })
+        .filter(|m| {
+            m.get("id").and_then(Value::as_str).is_some_and(|id| !id.is_empty())
+                && m.get("content")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| c.chars().any(char::is_alphanumeric))
+        })
+        .collect()
+}
+
+/// A planted repost of the sample (`sNN-rK` reposts `sNN`; examples/README.md).
+pub fn sample_repost_of(id: &str) -> Option<&str> {
+    id.split_once("-r").map(|(original, _)| original)
+}
+
+/// The sample's stories: its valid articles minus the planted reposts, so that, like the corpus's
+/// articles, each one is its own story (the decisions on the sample are checked by
+/// tests/quality_regression.rs).
+pub fn sample_stories() -> Vec<serde_json::Map<String, Value>> {
+    sample_articles()
+        .into_iter()
+        .filter(|m| sample_repost_of(str_field(m, "id")).is_none())
+        .collect()
+}
+
 /// `(title, content)` of the first `per_file` articles of every corpus file ("" for a missing
-/// title).
+/// title). Without the corpus: every valid article of the sample, reposts included (Traditional
+/// characters, markup, half-width punctuation).
 pub fn corpus_texts(per_file: usize) -> Vec<(String, String)> {
-    CORPUS_FILES
+    let articles: Vec<_> = if corpus_available() {
+        CORPUS_FILES
+            .iter()
+            .flat_map(|file| corpus_articles(file, per_file))
+            .collect()
+    } else {
+        sample_articles()
+    };
+    articles
         .iter()
-        .flat_map(|file| corpus_articles(file, per_file))
         .map(|a| {
             (
-                str_field(&a, "title").to_owned(),
-                str_field(&a, "content").to_owned(),
+                str_field(a, "title").to_owned(),
+                str_field(a, "content").to_owned(),
             )
         })
         .collect()
 }
 
-/// The first `n` articles of a corpus file, as JSON objects.
+/// The first `n` articles of a corpus file, as JSON objects. Without the corpus: the first `n` of
+/// the sample's stories (fewer if `n` is larger than the sample).
 pub fn corpus_articles(file: &str, n: usize) -> Vec<serde_json::Map<String, Value>> {
+    if !corpus_available() {
+        return sample_stories().into_iter().take(n).collect();
+    }
     let path = corpus_dir().join(file);
     let f = std::fs::File::open(&path).unwrap_or_else(|e| {
         panic!(
@@ -53,6 +122,30 @@ pub fn corpus_articles(file: &str, n: usize) -> Vec<serde_json::Map<String, Valu
         .map(|l| match serde_json::from_str(&l.expect("corpus line")) {
             Ok(Value::Object(m)) => m,
             _ => panic!("corpus line is not a JSON object"),
+        })
+        .collect()
+}
+
+/// Exactly `n` articles for tests that need volume: the corpus file's first `n`, or without the
+/// corpus the sample's stories over and over, each round's copies with new ids (`s01~2`, ...).
+/// The copies are exact reposts of the first round: such a stream is mostly duplicates.
+pub fn corpus_articles_cycled(file: &str, n: usize) -> Vec<serde_json::Map<String, Value>> {
+    if corpus_available() {
+        let articles = corpus_articles(file, n);
+        assert_eq!(articles.len(), n, "{file} has fewer than {n} articles");
+        return articles;
+    }
+    let stories = sample_stories();
+    assert!(!stories.is_empty(), "{SAMPLE} has no valid article");
+    (0..n)
+        .map(|i| {
+            let mut a = stories[i % stories.len()].clone();
+            let round = i / stories.len();
+            if round > 0 {
+                let id = format!("{}~{}", str_field(&a, "id"), round + 1);
+                a.insert("id".into(), Value::String(id));
+            }
+            a
         })
         .collect()
 }
