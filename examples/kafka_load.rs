@@ -416,7 +416,11 @@ fn header(m: &impl Message, name: &str) -> Option<String> {
 
 /// Reads outputs until `expect` distinct inputs (source partition and offset) have one, or nothing
 /// new came for `idle`. Keeps the first output of each input, in input order.
-fn collect(consumer: &BaseConsumer, expect: usize, idle: Duration) -> BTreeMap<(i32, i64), Decided> {
+fn collect(
+    consumer: &BaseConsumer,
+    expect: usize,
+    idle: Duration,
+) -> BTreeMap<(i32, i64), Decided> {
     let mut got = BTreeMap::new();
     let mut last = Instant::now();
     while got.len() < expect && last.elapsed() < idle {
@@ -450,7 +454,10 @@ fn collect(consumer: &BaseConsumer, expect: usize, idle: Duration) -> BTreeMap<(
 fn title_of(v: &Value) -> String {
     match v.get("title").and_then(Value::as_str).map(str::trim) {
         Some(t) if !t.is_empty() => t.to_owned(),
-        _ => format!("(id {})", v.get("id").and_then(Value::as_str).unwrap_or("?")),
+        _ => format!(
+            "(id {})",
+            v.get("id").and_then(Value::as_str).unwrap_or("?")
+        ),
     }
 }
 

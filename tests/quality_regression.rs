@@ -14,10 +14,26 @@ use std::process::Command;
 fn precision_and_recall_meet_the_targets_on_the_quick_set() {
     let work = tempfile::tempdir().unwrap();
     let root = env!("CARGO_MANIFEST_DIR");
+    // Without the corpus, the harness runs on the sample's stories instead: every one of them
+    // (10 long, 28 short) gets the harness's generated reposts (same edit model and seed), and the
+    // same targets must hold over ~40 reposts instead of ~330, so at least 10 per length class
+    // instead of 100.
+    let sample_corpus = tempfile::tempdir().unwrap();
+    let (corpus, min_per_class) = if common::corpus_available() {
+        (common::corpus_dir(), 100)
+    } else {
+        let lines: Vec<String> = common::sample_stories()
+            .into_iter()
+            .map(|a| Value::Object(a).to_string())
+            .collect();
+        let dir = sample_corpus.path().to_owned();
+        std::fs::write(dir.join("sample.jsonl"), lines.join("\n") + "\n").unwrap();
+        (dir, 10)
+    };
     let out = Command::new("python3")
         .arg(format!("{root}/scripts/eval/quality.py"))
         .args(["--quick", "--sweep", "none", "--corpus"])
-        .arg(common::corpus_dir())
+        .arg(corpus)
         .arg("--bin")
         .arg(env!("CARGO_BIN_EXE_newsdedup"))
         .arg("--workdir")
@@ -43,7 +59,10 @@ fn precision_and_recall_meet_the_targets_on_the_quick_set() {
         rate(short),
         short["n"]
     );
-    assert!(long["n"].as_u64().unwrap() >= 100 && short["n"].as_u64().unwrap() >= 100);
+    assert!(
+        long["n"].as_u64().unwrap() >= min_per_class
+            && short["n"].as_u64().unwrap() >= min_per_class
+    );
     assert!(precision >= 0.99, "precision {precision}");
     assert!(rate(long) >= 0.95, "recall on long articles {}", rate(long));
     assert!(

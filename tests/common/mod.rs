@@ -57,7 +57,9 @@ pub fn sample_articles() -> Vec<serde_json::Map<String, Value>> {
             _ => None,
         })
         .filter(|m| {
-            m.get("id").and_then(Value::as_str).is_some_and(|id| !id.is_empty())
+            m.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| !id.is_empty())
                 && m.get("content")
                     .and_then(Value::as_str)
                     .is_some_and(|c| c.chars().any(char::is_alphanumeric))
