@@ -38,7 +38,7 @@ while [[ $# -gt 0 ]]; do
         --articles) [[ $# -ge 2 ]] || die "--articles needs a file"; ARTICLES="$2"; shift 2 ;;
         --articles=*) ARTICLES="${1#*=}"; shift ;;
         -h|--help) usage; exit 0 ;;
-        *) usage >&2; die "unknown argument '$1'" ;;
+        *) die "unknown argument '$1' (see --help)" ;;
     esac
 done
 [[ -f "$ARTICLES" && -r "$ARTICLES" ]] || die "--articles: cannot read '$ARTICLES'"
