@@ -20,7 +20,7 @@
 #   -h, --help        this text
 #
 # The first build takes ~30 minutes on 2 cores (RocksDB and librdkafka are compiled from
-# source); later runs take about a minute. Environment: CARGO_TARGET_DIR (default
+# source); once built, a run takes ~15 seconds. Environment: CARGO_TARGET_DIR (default
 # $HOME/.cache/newsdedup/target), NEWSDEDUP_CACHE (where the broker binary is kept).
 
 set -euo pipefail
