@@ -22,4 +22,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: error: cargo not found: install Rust 1.89 or newer (https://rustup.rs: curl --proto '=https' -sSf https://sh.rustup.rs | sh), then run this again" >&2
+  exit 1
+fi
 echo "setup: build prerequisites present" >&2

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/newsdedup/target}"
 export NEWSDEDUP_CORPUS_DIR="${NEWSDEDUP_CORPUS_DIR:-$(cd .. && pwd)/shared/data/corpus}"
 
+# Build prerequisites (apt; idempotent, quick when present).
+bash scripts/setup.sh
+
 cargo fmt --all -- --check
 cargo clippy --release --all-targets -- -D warnings
 # The quality harness's own unit tests (synthetic text only, ~2 s).
