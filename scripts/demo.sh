@@ -98,8 +98,6 @@ trap 'exit 143' TERM
 # ------------------------------------------------------------------------- prerequisites
 
 say "build prerequisites (scripts/setup.sh)"
-bash "$ROOT/scripts/setup.sh"
-
 rust_min="$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' Cargo.toml)"
 [[ -f "$HOME/.cargo/env" ]] && ! command -v cargo >/dev/null 2>&1 && . "$HOME/.cargo/env"
 rust_ok() {
@@ -107,7 +105,12 @@ rust_ok() {
     have="$(rustc --version 2>/dev/null | awk '{ print $2 }')" || return 1
     [[ -n "$have" ]] && [[ "$(printf '%s\n%s\n' "$rust_min" "$have" | sort -V | head -n1)" == "$rust_min" ]]
 }
-if ! command -v cargo >/dev/null 2>&1 || ! rust_ok; then
+if command -v cargo >/dev/null 2>&1 && rust_ok; then
+    bash "$ROOT/scripts/setup.sh"
+else
+    # setup.sh installs the Debian packages (curl among them) before it reports the missing
+    # Rust, which is installed next; its second run checks that nothing is missing any more.
+    bash "$ROOT/scripts/setup.sh" || true
     if command -v rustup >/dev/null 2>&1; then
         echo "Rust >= $rust_min needed: rustup toolchain install stable"
         rustup toolchain install stable --profile minimal
@@ -119,6 +122,7 @@ if ! command -v cargo >/dev/null 2>&1 || ! rust_ok; then
         . "$HOME/.cargo/env"
     fi
     rust_ok || die "Rust >= $rust_min is still missing ($(rustc --version 2>&1))"
+    bash "$ROOT/scripts/setup.sh"
 fi
 
 say "building newsdedup and the producer (cargo build --release)"
