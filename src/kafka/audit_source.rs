@@ -141,6 +141,12 @@ fn offsets_for(
 }
 
 /// What to read of `topic` for records with a timestamp in [from, to).
+///
+/// The offsets a broker gives for a time are checked against the records' own timestamps: the
+/// record before the start is older than `from`, the records at the start and at the end are
+/// not older than their bound, and "no record that recent" is checked against the newest
+/// records. A broker that answers wrongly (Tansu 0.6 answers offset 0 for any time) then costs a
+/// longer read filtered by timestamp, never records.
 fn spans(
     consumer: &BaseConsumer,
     topic: &str,
@@ -148,26 +154,103 @@ fn spans(
     to: Option<i64>,
 ) -> Result<Vec<Span>> {
     let parts = partitions(consumer, topic)?;
-    let starts = from
-        .map(|t| offsets_for(consumer, topic, &parts, t))
-        .transpose()?;
-    let ends = to
-        .map(|t| offsets_for(consumer, topic, &parts, t))
-        .transpose()?;
-    let mut out = Vec::new();
-    for p in parts {
+    let mut marks = BTreeMap::new();
+    for &p in &parts {
         let (low, high) = consumer
             .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
             .with_context(|| format!("cannot read the offsets of {topic} [{p}]"))?;
-        let start = match starts.as_ref().map(|s| s.get(&p).copied().flatten()) {
-            None => low,
-            Some(Some(o)) => o.max(low),
-            // No record at or after --from-time.
-            Some(None) => continue,
+        marks.insert(p, (low, high));
+    }
+    let starts = match from {
+        Some(t) => offsets_for(consumer, topic, &parts, t)?,
+        None => BTreeMap::new(),
+    };
+    let ends = match to {
+        Some(t) => offsets_for(consumer, topic, &parts, t)?,
+        None => BTreeMap::new(),
+    };
+    // The timestamps around the broker's answers, one short read per kind over all partitions.
+    let (mut around_start, mut newest_of, mut around_end) = (Vec::new(), Vec::new(), Vec::new());
+    for (&p, &(low, high)) in &marks {
+        match starts.get(&p) {
+            Some(Some(o)) => around_start.push(Span {
+                partition: p,
+                start: (o - 1).max(low),
+                end: o + 1,
+                exact: true,
+            }),
+            Some(None) if high > low => newest_of.push(Span {
+                partition: p,
+                start: (high - 1).max(low),
+                end: high,
+                exact: false,
+            }),
+            _ => {}
+        }
+        if let Some(Some(o)) = ends.get(&p) {
+            around_end.push(Span {
+                partition: p,
+                start: *o,
+                end: o + 1,
+                exact: true,
+            });
+        }
+    }
+    let mut stamps: BTreeMap<(i32, i64), Option<i64>> = BTreeMap::new();
+    let mut newest: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut quiet = Progress::new(None);
+    for probe in [&around_start, &around_end] {
+        scan(
+            consumer,
+            topic,
+            probe,
+            i64::MAX,
+            &mut quiet,
+            "offset check",
+            |r| {
+                stamps.insert((r.partition, r.offset), r.timestamp);
+            },
+        )?;
+    }
+    // A soft end that never stops on time: the newest records up to the end of the partition.
+    scan(
+        consumer,
+        topic,
+        &newest_of,
+        i64::MAX,
+        &mut quiet,
+        "offset check",
+        |r| {
+            if let Some(t) = r.timestamp {
+                let n = newest.entry(r.partition).or_insert(t);
+                *n = (*n).max(t);
+            }
+        },
+    )?;
+    let stamp = |p: i32, o: i64| stamps.get(&(p, o)).copied().flatten();
+
+    let mut out = Vec::new();
+    for (&p, &(low, high)) in &marks {
+        let start = match (from, starts.get(&p).copied().flatten()) {
+            (None, _) => low,
+            (Some(from), Some(o)) => {
+                let before = o <= low || stamp(p, o - 1).is_none_or(|t| t < from);
+                let at = stamp(p, o).is_none_or(|t| t >= from);
+                if before && at {
+                    o.max(low)
+                } else {
+                    low
+                }
+            }
+            // Nothing at or after --from-time, if the newest records agree.
+            (Some(from), None) => match newest.get(&p) {
+                Some(&n) if n >= from => low,
+                _ => continue,
+            },
         };
-        let (end, exact) = match ends.as_ref().and_then(|e| e.get(&p).copied().flatten()) {
-            Some(o) => (o, true),
-            None => (high, false),
+        let (end, exact) = match (to, ends.get(&p).copied().flatten()) {
+            (Some(to), Some(o)) if stamp(p, o).is_none_or(|t| t >= to) => (o, true),
+            _ => (high, false),
         };
         if exact && start >= end {
             continue;
