@@ -33,6 +33,18 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
+# file:// URL of the report, percent-encoded byte by byte (spaces, '#', CJK in the path).
+urlencode() {
+  local LC_ALL=C s="$1" out="" c i
+  for ((i = 0; i < ${#s}; i++)); do
+    c="${s:i:1}"
+    case "$c" in
+      [a-zA-Z0-9/._~-]) out+="$c" ;;
+      *) out+=$(printf '%%%02X' "'$c") ;;
+    esac
+  done
+  printf '%s' "$out"
+}
 abs="$(cd "$(dirname "$report")" && pwd)/$(basename "$report")"
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 profile="$(mktemp -d)"
@@ -42,7 +54,7 @@ trap 'rm -rf "$profile"' EXIT
 if ! chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
     --disable-background-networking --disable-component-update --disable-sync \
     --hide-scrollbars --user-data-dir="$profile" --screenshot="$out" \
-    --window-size="$window" "file://$abs" >"$profile/log" 2>&1; then
+    --window-size="$window" "file://$(urlencode "$abs")" >"$profile/log" 2>&1; then
   cat "$profile/log" >&2
   echo "audit_screenshot: chromium failed" >&2
   exit 1

@@ -178,15 +178,24 @@ fn header(h: &mut String, r: &Report) {
         let _ = write!(h, "<dt>{}</dt><dd>{}</dd>", escape(k), escape(v));
     }
     let rule = &r.rule;
-    let _ = write!(
-        h,
-        "<dt>rule</dt><dd>duplicate within simhash distance {} (containment ≥ {}), or beyond it when containment ≥ {} and Jaccard ≥ {}{}</dd>",
-        rule.threshold,
-        rule.confirm_min_containment,
-        rule.rescue_min_containment,
-        rule.rescue_min_jaccard,
-        if rule.sketch_search { " (sketch search on)" } else { "" }
-    );
+    let mut text = format!("duplicate within simhash distance {}", rule.threshold);
+    if rule.confirm_min_containment > 0.0 {
+        let _ = write!(text, " with containment ≥ {}", rule.confirm_min_containment);
+    }
+    if rule.sketch_search || rule.rescue_distance > rule.threshold {
+        let _ = write!(
+            text,
+            "; beyond it{} when containment ≥ {} and Jaccard ≥ {}",
+            if rule.sketch_search {
+                " (candidates found through the content sketch)".to_owned()
+            } else {
+                format!(" up to distance {}", rule.rescue_distance)
+            },
+            rule.rescue_min_containment,
+            rule.rescue_min_jaccard
+        );
+    }
+    let _ = write!(h, "<dt>rule</dt><dd>{}</dd>", escape(&text));
     let o = &r.options;
     let _ = writeln!(
         h,
@@ -580,7 +589,17 @@ fn pair(h: &mut String, p: &Pair, max_chars: usize) {
                 c.distance, c.containment, c.jaccard, c.verdict
             );
         }
-        None => h.push_str("<tr><th>recomputed</th><td colspan=\"4\" class=\"muted\">not possible (see below)</td></tr>"),
+        None => {
+            let _ = write!(
+                h,
+                "<tr><th>recomputed</th><td colspan=\"4\" class=\"muted\">{}</td></tr>",
+                if p.original.is_none() {
+                    "needs the original's text"
+                } else {
+                    "not possible (see below)"
+                }
+            );
+        }
     }
     h.push_str("</table>");
     if let Some(s) = &p.shared {

@@ -296,12 +296,6 @@ impl Plan {
                 },
             };
             let original = orig_rec.as_ref().map(|(r, loc)| side(r, loc));
-            if originals[i].is_none() {
-                notes.push(format!(
-                    "the original {:?} is not among the unique records read",
-                    d.match_id
-                ));
-            }
             let (mut recomputed, mut shared) = (None, None);
             if let (Some(_), Some(o)) = (&dup_rec, &original) {
                 let input = |s: &Side| CompareInput {
