@@ -2,7 +2,8 @@
 //! candidate search as the decision. Pure: texts in, a JSON report out.
 
 use crate::dedup::DedupConfig;
-use crate::fingerprint::{Feature, Fingerprinter, NoFeatures};
+use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
+use crate::sketch::Similarity;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -49,22 +50,14 @@ pub fn compare(
     let (fa, feats_a) = analyze(a)?;
     let (fb, feats_b) = analyze(b)?;
     let (id_a, id_b) = (&a.id, &b.id);
-    let distance = fa.fingerprint.distance(fb.fingerprint);
-    let sim = fa.sketch.similarity(&fb.sketch);
-    let shares_block = fa
-        .fingerprint
-        .blocks()
-        .iter()
-        .zip(fb.fingerprint.blocks())
-        .any(|(x, y)| *x == y);
-    let shares_band = rule.sketch_search
-        && fa
-            .sketch
-            .bands()
-            .any(|band| fb.sketch.bands().any(|other| other == band));
-    // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
-    // or, with sketch_search, a content-sketch band.
-    let found = shares_block || shares_band;
+    let scores = pair_scores(&fa, &fb, rule);
+    let PairScores {
+        distance,
+        similarity: sim,
+        shares_block,
+        shares_band,
+        ..
+    } = scores;
     let weights_b: HashMap<&str, f64> = feats_b
         .iter()
         .map(|f| (f.word.as_str(), f.weight))
@@ -101,7 +94,7 @@ pub fn compare(
         "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
         "shares_block": shares_block,
         "shares_sketch_band": shares_band,
-        "verdict": if found && rule.accepts(distance, Some(sim)) { "duplicate" } else { "distinct" },
+        "verdict": if scores.duplicate { "duplicate" } else { "distinct" },
         "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
         "top_shared": shared,
@@ -121,6 +114,68 @@ pub fn compare(
         }
     }
     Ok(report)
+}
+
+/// The numbers that decide a pair, computed exactly as the decision computes them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairScores {
+    /// Simhash Hamming distance.
+    pub distance: u32,
+    /// Second check: estimated 4-gram Jaccard and containment of the content sketches.
+    pub similarity: Similarity,
+    /// The two fingerprints share a 16-bit block (always the case within distance 3).
+    pub shares_block: bool,
+    /// With `sketch_search`, the content sketches share an LSH band.
+    pub shares_band: bool,
+    /// The index would see one as a candidate of the other (a shared block or band).
+    pub found: bool,
+    /// The verdict by the rule: found, and accepted by `DedupConfig::accepts`.
+    pub duplicate: bool,
+}
+
+/// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
+/// (the numbers of [`compare`]).
+pub fn pair_scores(a: &Fingerprinted, b: &Fingerprinted, rule: &DedupConfig) -> PairScores {
+    let distance = a.fingerprint.distance(b.fingerprint);
+    let similarity = a.sketch.similarity(&b.sketch);
+    let shares_block = a
+        .fingerprint
+        .blocks()
+        .iter()
+        .zip(b.fingerprint.blocks())
+        .any(|(x, y)| *x == y);
+    let shares_band = rule.sketch_search
+        && a.sketch
+            .bands()
+            .any(|band| b.sketch.bands().any(|other| other == band));
+    // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
+    // or, with sketch_search, a content-sketch band.
+    let found = shares_block || shares_band;
+    PairScores {
+        distance,
+        similarity,
+        shares_block,
+        shares_band,
+        found,
+        duplicate: found && rule.accepts(distance, Some(similarity)),
+    }
+}
+
+/// Fingerprints both articles as the decision does and scores the pair ([`pair_scores`]).
+pub fn score_pair(
+    fp: &Fingerprinter,
+    a: &CompareInput,
+    b: &CompareInput,
+    rule: &DedupConfig,
+) -> Result<PairScores, CompareError> {
+    let fingerprint = |x: &CompareInput| {
+        fp.fingerprint(&x.title, &x.content)
+            .map_err(|source| CompareError {
+                id: x.id.clone(),
+                source,
+            })
+    };
+    Ok(pair_scores(&fingerprint(a)?, &fingerprint(b)?, rule))
 }
 
 /// Rounded to 0.001, for reports.

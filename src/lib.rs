@@ -5,6 +5,7 @@
 //! RocksDB ([`index::RocksIndex`]) and Kafka sit at the edges.
 
 pub mod article;
+pub mod audit;
 pub mod batch;
 pub mod compare;
 pub mod config;

@@ -4,12 +4,14 @@
 use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
+use newsdedup::audit::{self, AuditOptions, Header};
 use newsdedup::batch::{self, BatchOptions, Line};
 use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::config::{Config, DedupConfig};
 use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::RocksIndex;
+use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::settings::{self, RunArgs};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -101,11 +103,79 @@ enum Command {
         #[command(flatten)]
         common: CommonOpts,
     },
+    /// Audit report of the duplicates, for editors: totals and rates, distance and containment
+    /// histograms, duplicates by source and over time, and pairs side by side with their shared
+    /// passages highlighted (pairs that look wrong first), in one self-contained HTML file.
+    ///
+    /// Reads the duplicate topic (in the time range) and finds each duplicate's original in the
+    /// unique topic by key; or, with --input, reads a `batch` output file (originals in the same
+    /// file). The numbers of each shown pair are recomputed from both texts by the code of
+    /// `compare`, with the [fingerprint] and [dedup] settings of --config. A pair looks wrong when
+    /// its containment is low, its original was published later, or its original is missing.
+    #[command(after_help = "Examples:
+  newsdedup audit --brokers kafka:9092 --from-time 2024-03-01 --to-time 2024-03-02 --html report.html
+  newsdedup audit --input decided.jsonl --sample 50 --html report.html --jsonl pairs.jsonl")]
+    Audit {
+        #[command(flatten)]
+        args: Box<AuditArgs>,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
     /// Inspect an index.
     Index {
         #[command(subcommand)]
         command: IndexCommand,
     },
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// Kafka bootstrap servers [default: [service] brokers of --config, localhost:9092]
+    #[arg(long, env = "NEWSDEDUP_BROKERS", value_name = "HOST:PORT,...")]
+    brokers: Option<String>,
+    /// Audit this `batch` output file (JSONL) instead of the Kafka topics
+    #[arg(long, value_name = "FILE")]
+    input: Option<PathBuf>,
+    /// Topic of the unique articles, where originals are found by key [default: [service]
+    /// unique_topic, articles.unique]
+    #[arg(long, env = "NEWSDEDUP_UNIQUE_TOPIC", value_name = "TOPIC")]
+    unique_topic: Option<String>,
+    /// Topic of the duplicates [default: [service] duplicate_topic, articles.duplicate]
+    #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", value_name = "TOPIC")]
+    duplicate_topic: Option<String>,
+    /// Only records whose timestamp is at or after TIME: 2024-03-01T08:00:00Z,
+    /// 2024-03-01T16:00:00+08:00, "2024-03-01 08:00" (UTC), 2024-03-01, or Unix seconds or
+    /// milliseconds [default: the oldest record]
+    #[arg(long, value_name = "TIME")]
+    from_time: Option<String>,
+    /// Only records whose timestamp is before TIME [default: up to the end of each partition
+    /// when the audit starts]
+    #[arg(long, value_name = "TIME")]
+    to_time: Option<String>,
+    /// Pairs drawn at random from the duplicates that do not look wrong; suspicious pairs are
+    /// always shown, first (at most 500 side by side, all listed)
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    sample: usize,
+    /// Seed of the random draw: the same records and seed give the same pairs
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// A duplicate whose decision's containment is below this looks wrong
+    #[arg(long, value_name = "X", default_value_t = 0.5)]
+    low_containment: f64,
+    /// The report to write (HTML)
+    #[arg(long, value_name = "FILE")]
+    html: PathBuf,
+    /// Also write one JSON line per shown pair (ids, titles, reasons, the decision's and the
+    /// recomputed numbers, shared share)
+    #[arg(long, value_name = "FILE")]
+    jsonl: Option<PathBuf>,
+    /// librdkafka property of the reader (repeatable), e.g. -X security.protocol=SSL; also
+    /// [service.kafka] of --config and NEWSDEDUP_KAFKA_<NAME> variables, as for `run`
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    properties: Vec<String>,
+    /// No progress lines on stderr (the summary is still printed)
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -140,11 +210,13 @@ enum IndexCommand {
 fn main() {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    // Which `run` settings came from a flag or its variable (they override the config file).
-    let given = matches
-        .subcommand_matches("run")
-        .map(settings::given_arguments)
-        .unwrap_or_default();
+    // Which `run` settings came from a flag or its variable (they override the config file);
+    // which `audit` flags were given on the command line.
+    let given = match matches.subcommand() {
+        Some(("run", m)) => settings::given_arguments(m),
+        Some(("audit", m)) => command_line_arguments(m),
+        _ => HashSet::new(),
+    };
     if let Err(e) = dispatch(cli, &given) {
         eprintln!("newsdedup: error: {e:#}");
         std::process::exit(1);
@@ -194,6 +266,7 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
         Command::Run { args, common } => {
             newsdedup::service::run(*args, given, load_config(&common)?)
         }
+        Command::Audit { args, common } => cmd_audit(*args, given, &load_config(&common)?),
         Command::Index { command } => match command {
             IndexCommand::Stats {
                 index_dir,
@@ -204,6 +277,17 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
             IndexCommand::Delete { index_dir, ids } => cmd_index_delete(&index_dir, &ids),
         },
     }
+}
+
+/// The ids of the arguments given on the command line (not from a variable or a default).
+fn command_line_arguments(matches: &clap::ArgMatches) -> HashSet<String> {
+    matches
+        .ids()
+        .filter(|id| {
+            matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+        })
+        .map(|id| id.as_str().to_owned())
+        .collect()
 }
 
 fn load_config(common: &CommonOpts) -> Result<Config> {
@@ -321,6 +405,130 @@ fn cmd_batch(
         .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
     deduper.store().sync()?;
     eprintln!("batch: done: {}", summary.to_json());
+    Ok(())
+}
+
+fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<()> {
+    if !(0.0..=1.0).contains(&a.low_containment) {
+        bail!(
+            "--low-containment {} is out of range 0..=1",
+            a.low_containment
+        );
+    }
+    let opts = AuditOptions {
+        sample: a.sample,
+        seed: a.seed,
+        low_containment: a.low_containment,
+        ..AuditOptions::default()
+    };
+    let progress = (!a.quiet).then_some(Duration::from_secs(5));
+    let rule = dedup_rule(config, None)?;
+    let fp = fingerprinter(config)?;
+    let (plan, scope) = match &a.input {
+        Some(input) => {
+            let kafka_only = [
+                ("brokers", "--brokers"),
+                ("unique_topic", "--unique-topic"),
+                ("duplicate_topic", "--duplicate-topic"),
+                ("from_time", "--from-time"),
+                ("to_time", "--to-time"),
+                ("properties", "-X"),
+            ];
+            if let Some((_, flag)) = kafka_only.iter().find(|(id, _)| given.contains(*id)) {
+                bail!("{flag} is for reading Kafka; --input audits a whole `batch` output file");
+            }
+            let file = File::open(input)
+                .with_context(|| format!("cannot open input {}", input.display()))?;
+            let max_line = DEFAULT_MAX_ARTICLE_BYTES + newsdedup::output::MAX_DEDUP_MEMBER_BYTES;
+            let plan = audit::jsonl::collect(
+                BufReader::with_capacity(1 << 16, file),
+                opts,
+                max_line,
+                progress,
+            )
+            .with_context(|| format!("cannot audit {}", input.display()))?;
+            (
+                plan,
+                vec![("input".to_owned(), input.display().to_string())],
+            )
+        }
+        None => {
+            let service = &config.service;
+            let brokers = a.brokers.clone().unwrap_or_else(|| service.brokers.clone());
+            let duplicate_topic = a
+                .duplicate_topic
+                .clone()
+                .unwrap_or_else(|| service.duplicate_topic.clone());
+            let unique_topic = a
+                .unique_topic
+                .clone()
+                .unwrap_or_else(|| service.unique_topic.clone());
+            let time = |t: &Option<String>, flag: &str| {
+                t.as_deref()
+                    .map(audit::parse_time_arg)
+                    .transpose()
+                    .with_context(|| format!("invalid {flag}"))
+            };
+            let (from_ms, to_ms) = (
+                time(&a.from_time, "--from-time")?,
+                time(&a.to_time, "--to-time")?,
+            );
+            if let (Some(f), Some(t)) = (from_ms, to_ms) {
+                if f >= t {
+                    bail!("--from-time must be before --to-time");
+                }
+            }
+            let env = std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+            let properties = settings::reader_properties(service, &brokers, env, &a.properties)
+                .context("invalid Kafka settings for `audit`")?;
+            let range = match (from_ms, to_ms) {
+                (None, None) => "every record".to_owned(),
+                (f, t) => format!(
+                    "record timestamps from {} to {}",
+                    f.map_or_else(|| "the oldest record".to_owned(), audit::time::format_utc),
+                    t.map_or_else(
+                        || "the end at the start of the audit".to_owned(),
+                        audit::time::format_utc
+                    ),
+                ),
+            };
+            let scope = vec![
+                (
+                    "duplicates".to_owned(),
+                    format!("{duplicate_topic} on {brokers}"),
+                ),
+                ("originals".to_owned(), format!("{unique_topic} (by key)")),
+                ("time range".to_owned(), range),
+            ];
+            let source = KafkaAudit {
+                properties,
+                duplicate_topic,
+                unique_topic,
+                from_ms,
+                to_ms,
+                progress,
+            };
+            let plan = audit_source::collect(&source, opts)
+                .with_context(|| format!("cannot audit the topics on {brokers}"))?;
+            (plan, scope)
+        }
+    };
+    let header = Header {
+        scope,
+        generated_ms: newsdedup::dedup::now_ms() as i64,
+    };
+    let report = plan.finish(&fp, &rule, header);
+    std::fs::write(&a.html, audit::html::render(&report))
+        .with_context(|| format!("cannot write the report {}", a.html.display()))?;
+    if let Some(path) = &a.jsonl {
+        let mut out = open_output(path)?;
+        report
+            .write_jsonl(&mut out)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    eprintln!("audit: done: {}", report.summary_json());
+    eprintln!("audit: wrote {}", a.html.display());
     Ok(())
 }
 

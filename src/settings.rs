@@ -473,6 +473,26 @@ fn client_properties(
     (consumer, producer)
 }
 
+/// librdkafka properties of a plain reader of the service's topics (`newsdedup audit`): the
+/// user's properties that apply to a consumer (`[service.kafka]` < `NEWSDEDUP_KAFKA_*` < `-X`,
+/// as for `run`), then `bootstrap.servers`.
+pub fn reader_properties(
+    service: &ServiceConfig,
+    brokers: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[String],
+) -> Result<BTreeMap<String, String>, SettingsError> {
+    if brokers.trim().is_empty() {
+        return Err(invalid("--brokers must not be empty"));
+    }
+    let mut properties: BTreeMap<String, String> = user_properties(&service.kafka, env, flags)?
+        .into_iter()
+        .filter(|(k, _)| !PRODUCER_ONLY.contains(&k.as_str()))
+        .collect();
+    properties.insert("bootstrap.servers".into(), brokers.to_owned());
+    Ok(properties)
+}
+
 /// `KEY=VALUE` of `-X`.
 pub fn parse_property(text: &str) -> Result<(String, String), SettingsError> {
     match text.split_once('=') {

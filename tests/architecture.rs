@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 12] = [
+const CORE: [&str; 13] = [
     "article.rs",
     "text",
     "simhash.rs",
@@ -20,6 +20,7 @@ const CORE: [&str; 12] = [
     "batch.rs",
     "error.rs",
     "index/mod.rs",
+    "audit",
 ];
 
 /// What the core must not name: edge crates and edge modules of this crate.

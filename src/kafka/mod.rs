@@ -17,6 +17,7 @@
 //! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
 //! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling.
 
+pub mod audit_source;
 pub mod consumer;
 pub mod engine;
 pub mod producer;

@@ -1,0 +1,73 @@
+//! `newsdedup audit`: a report of the duplicates for editors. Reads decided records (a `batch`
+//! output file here, the duplicate and unique topics at the Kafka edge), finds each duplicate's
+//! original, recomputes the pair's numbers with the code of `newsdedup compare`, and renders one
+//! self-contained HTML page (and, for machines, one JSON line per shown pair).
+//!
+//! * [`record`]: one decided record, as the audit reads it.
+//! * [`collect`]: the three passes (records in scope, originals, the shown pairs read again)
+//!   and the seeded sample, suspicious pairs first.
+//! * [`report`]: the report model, built from the passes.
+//! * [`highlight`]: shared passages of two texts.
+//! * [`html`] and [`svg`]: the page and its charts.
+//! * [`time`]: timestamps in and out.
+//! * [`jsonl`]: the passes over a `batch` output file.
+//!
+//! Pure: no broker, no index, no command line.
+
+pub mod collect;
+pub mod highlight;
+pub mod html;
+pub mod jsonl;
+pub mod record;
+pub mod report;
+pub mod svg;
+pub mod time;
+
+pub use collect::{AuditOptions, Collector, Counts, Location, Originals, Plan, Reason, SampleKind};
+pub use report::{Header, Pair, Report};
+
+use std::time::{Duration, Instant};
+
+/// Errors of the audit.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot read the input: {0}")]
+    Read(#[source] std::io::Error),
+    #[error(
+        "{0:?} is not a time: use RFC 3339 (2024-03-01T08:00:00Z, 2024-03-01T16:00:00+08:00), \
+         2024-03-01 08:00 or 2024-03-01 (UTC), or Unix seconds / milliseconds"
+    )]
+    BadTime(String),
+}
+
+/// Reads a `--from-time` / `--to-time` value (see [`time::parse_time`]).
+pub fn parse_time_arg(text: &str) -> Result<i64, AuditError> {
+    time::parse_time(text).ok_or_else(|| AuditError::BadTime(text.to_owned()))
+}
+
+/// Rate limit of progress lines on stderr.
+#[derive(Debug)]
+pub struct Progress {
+    every: Option<Duration>,
+    last: Instant,
+}
+
+impl Progress {
+    /// Progress at most every `every`; None: never.
+    pub fn new(every: Option<Duration>) -> Progress {
+        Progress {
+            every,
+            last: Instant::now(),
+        }
+    }
+
+    /// Prints `line()` on stderr if the last line is old enough.
+    pub fn tick(&mut self, line: impl FnOnce() -> String) {
+        if let Some(every) = self.every {
+            if self.last.elapsed() >= every {
+                self.last = Instant::now();
+                eprintln!("audit: {}", line());
+            }
+        }
+    }
+}
