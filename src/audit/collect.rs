@@ -214,8 +214,8 @@ pub(crate) struct Scope {
     pub sources: Interner,
     /// Unique articles per source (`None`: no source).
     pub unique_by_source: FxHashMap<Option<u32>, u64>,
-    /// Unique articles per hour (start ms), for the chart over time.
-    pub unique_hours: BTreeMap<i64, u64>,
+    /// Unique articles per minute (start ms), for the chart over time.
+    pub unique_minutes: BTreeMap<i64, u64>,
     /// Unique articles without a usable time.
     pub unique_untimed: u64,
     /// Whether the times are record timestamps (else `published_at`).
@@ -291,8 +291,8 @@ impl Collector {
                 match time_ms {
                     Some(t) => {
                         *scope
-                            .unique_hours
-                            .entry(t - t.rem_euclid(3_600_000))
+                            .unique_minutes
+                            .entry(t - t.rem_euclid(60_000))
                             .or_default() += 1
                     }
                     None => scope.unique_untimed += 1,
