@@ -143,13 +143,13 @@ struct AuditArgs {
     /// Topic of the duplicates [default: [service] duplicate_topic, articles.duplicate]
     #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", value_name = "TOPIC")]
     duplicate_topic: Option<String>,
-    /// Only records whose timestamp is at or after TIME: 2024-03-01T08:00:00Z,
+    /// Only Kafka records whose timestamp is at or after TIME: 2024-03-01T08:00:00Z,
     /// 2024-03-01T16:00:00+08:00, "2024-03-01 08:00" (UTC), 2024-03-01, or Unix seconds or
     /// milliseconds [default: the oldest record]
     #[arg(long, value_name = "TIME")]
     from_time: Option<String>,
-    /// Only records whose timestamp is before TIME [default: up to the end of each partition
-    /// when the audit starts]
+    /// Only Kafka records whose timestamp is before TIME [default: up to the end of each
+    /// partition when the audit starts]
     #[arg(long, value_name = "TIME")]
     to_time: Option<String>,
     /// Pairs drawn at random from the duplicates that do not look wrong; suspicious pairs are
@@ -166,7 +166,7 @@ struct AuditArgs {
     #[arg(long, value_name = "FILE")]
     html: PathBuf,
     /// Also write one JSON line per shown pair (ids, titles, reasons, the decision's and the
-    /// recomputed numbers, shared share)
+    /// recomputed numbers, the share of each text in shared passages)
     #[arg(long, value_name = "FILE")]
     jsonl: Option<PathBuf>,
     /// librdkafka property of the reader (repeatable), e.g. -X security.protocol=SSL; also

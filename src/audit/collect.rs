@@ -214,8 +214,8 @@ pub(crate) struct Scope {
     pub sources: Interner,
     /// Unique articles per source (`None`: no source).
     pub unique_by_source: FxHashMap<Option<u32>, u64>,
-    /// Unique articles per hour (start ms), for the chart over time.
-    pub unique_hours: BTreeMap<i64, u64>,
+    /// Unique articles per minute (start ms), for the chart over time.
+    pub unique_minutes: BTreeMap<i64, u64>,
     /// Unique articles without a usable time.
     pub unique_untimed: u64,
     /// Whether the times are record timestamps (else `published_at`).
@@ -291,8 +291,8 @@ impl Collector {
                 match time_ms {
                     Some(t) => {
                         *scope
-                            .unique_hours
-                            .entry(t - t.rem_euclid(3_600_000))
+                            .unique_minutes
+                            .entry(t - t.rem_euclid(60_000))
                             .or_default() += 1
                     }
                     None => scope.unique_untimed += 1,
@@ -556,4 +556,113 @@ pub(crate) fn reread<'a>(
         ));
     }
     Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unique(id: &str, fp: &str, published: &str) -> Vec<u8> {
+        format!(r#"{{"id":"{id}","content":"c","published_at":"{published}","dedup":{{"decision":"unique","fingerprint":"{fp}"}}}}"#).into_bytes()
+    }
+
+    fn duplicate(id: &str, of: &str, of_fp: &str, containment: f64, published: &str) -> Vec<u8> {
+        format!(r#"{{"id":"{id}","content":"c","source":"s","published_at":"{published}","dedup":{{"decision":"duplicate","fingerprint":"00","match":{{"id":"{of}","url":null,"title":null,"fingerprint":"{of_fp}","distance":1,"containment":{containment}}}}}}}"#).into_bytes()
+    }
+
+    fn line(n: u64) -> Location {
+        Location::Line { number: n, byte: n }
+    }
+
+    /// Plans over `records` read in the given order: (shown ids with their kind, reasons).
+    fn plan(records: &[Vec<u8>], opts: AuditOptions) -> (Plan, Vec<(String, SampleKind)>) {
+        let mut c = Collector::new(opts);
+        for (i, r) in records.iter().enumerate() {
+            c.add(r, line(i as u64 + 1), None);
+        }
+        let mut o = c.start_originals();
+        for (i, r) in records.iter().enumerate() {
+            o.add(r, line(i as u64 + 1));
+        }
+        let plan = o.plan();
+        let shown = plan
+            .shown
+            .iter()
+            .map(|&(i, k)| (plan.scope.dups[i].id.to_string(), k))
+            .collect();
+        (plan, shown)
+    }
+
+    #[test]
+    fn suspicious_first_then_a_seeded_sample_whatever_the_order() {
+        let mut records = vec![
+            unique("a", "aa", "2024-03-01"),
+            unique("late", "bb", "2024-03-09"),
+            duplicate("low", "a", "aa", 0.2, "2024-03-02"),
+            duplicate("early", "late", "bb", 0.9, "2024-03-02"),
+            duplicate("lost", "gone", "cc", 0.9, "2024-03-02"),
+            duplicate("lower", "a", "aa", 0.1, "2024-03-02"),
+        ];
+        for i in 0..20 {
+            records.push(duplicate(&format!("d{i}"), "a", "aa", 0.95, "2024-03-02"));
+        }
+        let opts = AuditOptions {
+            sample: 5,
+            ..AuditOptions::default()
+        };
+        let (p, shown) = plan(&records, opts.clone());
+        let kinds: Vec<SampleKind> = shown.iter().map(|s| s.1).collect();
+        assert_eq!(&kinds[..4], &[SampleKind::Suspicious; 4]);
+        assert_eq!(&kinds[4..], &[SampleKind::Random; 5]);
+        let ids: Vec<&str> = shown.iter().map(|s| s.0.as_str()).collect();
+        assert_eq!(&ids[..4], &["lower", "low", "early", "lost"]);
+        assert_eq!(p.counts().duplicate, 24);
+        assert_eq!(p.suspicious.len(), 4);
+
+        // Another order, the same pairs; another seed, another sample.
+        records.reverse();
+        let (_, again) = plan(&records, opts.clone());
+        assert_eq!(again, shown);
+        let other: Vec<_> = (2..6)
+            .map(|seed| {
+                plan(
+                    &records,
+                    AuditOptions {
+                        seed,
+                        ..opts.clone()
+                    },
+                )
+                .1
+            })
+            .collect();
+        assert!(other.iter().any(|o| o[4..] != shown[4..]));
+    }
+
+    #[test]
+    fn repeats_count_once_and_the_matched_version_is_the_original() {
+        let records = vec![
+            unique("a", "aa", "2024-03-05"),
+            unique("a", "aa", "2024-03-05"),
+            // A revision of the original, published earlier than the duplicate: not the one matched.
+            unique("a", "a2", "2024-03-01"),
+            duplicate("d", "a", "aa", 0.9, "2024-03-02"),
+            duplicate("d", "a", "aa", 0.9, "2024-03-02"),
+            b"not json".to_vec(),
+        ];
+        let (p, shown) = plan(&records, AuditOptions::default());
+        let c = p.counts();
+        assert_eq!(
+            (c.records, c.unique, c.duplicate, c.repeated, c.bad),
+            (6, 1, 1, 3, 1)
+        );
+        assert_eq!(shown.len(), 1);
+        // The version with the matched fingerprint was published after the duplicate.
+        assert!(p.reasons[0].contains(Reason::PublishedLater));
+        assert_eq!(
+            p.originals[0].as_ref().map(|o| o.loc.clone()),
+            Some(line(1))
+        );
+        // The duplicate's last record and its original are read again.
+        assert_eq!(p.locations(), vec![line(1), line(5)]);
+    }
 }

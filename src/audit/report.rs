@@ -410,21 +410,21 @@ fn time_series(
     scope: &super::collect::Scope,
     dup_times: impl Iterator<Item = Option<i64>>,
 ) -> Option<TimeSeries> {
-    let mut hours: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+    let mut minutes: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
     let mut dup_untimed = 0;
     for t in dup_times {
         match t {
-            Some(t) => hours.entry(t - t.rem_euclid(3_600_000)).or_default().0 += 1,
+            Some(t) => minutes.entry(t - t.rem_euclid(60_000)).or_default().0 += 1,
             None => dup_untimed += 1,
         }
     }
-    for (t, n) in &scope.unique_hours {
-        hours.entry(*t).or_default().1 += n;
+    for (t, n) in &scope.unique_minutes {
+        minutes.entry(*t).or_default().1 += n;
     }
-    let total: u64 = hours.values().map(|(d, u)| d + u).sum();
+    let total: u64 = minutes.values().map(|(d, u)| d + u).sum();
     let trim = total / 100;
-    let first = after_skipping(trim, hours.iter())?;
-    let last = after_skipping(trim, hours.iter().rev())?;
+    let first = after_skipping(trim, minutes.iter())?;
+    let last = after_skipping(trim, minutes.iter().rev())?;
     let bucket = Bucket::for_span(first, last);
     let mut starts = vec![bucket.start(last)];
     while let Some(&newest) = starts.last() {
@@ -437,7 +437,7 @@ fn time_series(
     let mut rows: Vec<(i64, u64, u64)> = starts.iter().map(|&s| (s, 0, 0)).collect();
     let (lo, hi) = (starts[0], bucket.next(bucket.start(last)));
     let mut outside = (0, 0);
-    for (t, (d, u)) in &hours {
+    for (t, (d, u)) in &minutes {
         if *t < lo || *t >= hi {
             outside.0 += d;
             outside.1 += u;
@@ -456,12 +456,12 @@ fn time_series(
     })
 }
 
-/// The time of the first hour whose records are not among the first `skip` records.
+/// The time of the first minute whose records are not among the first `skip` records.
 fn after_skipping<'a>(
     mut skip: u64,
-    hours: impl Iterator<Item = (&'a i64, &'a (u64, u64))>,
+    minutes: impl Iterator<Item = (&'a i64, &'a (u64, u64))>,
 ) -> Option<i64> {
-    for (t, (d, u)) in hours {
+    for (t, (d, u)) in minutes {
         if d + u > skip {
             return Some(*t);
         }

@@ -47,7 +47,7 @@ pub fn bars(bars: &[Bar], classes: &[&str], x_title: &str, width: u32, height: u
     }
     let n = bars.len().max(1) as f64;
     let slot = plot_w / n;
-    let bar_w = (slot * 0.8).max(1.0);
+    let bar_w = (slot * 0.8).clamp(1.0, 48.0);
     // Label every k-th bar so that labels do not overlap (~6.5 px per character).
     let longest = bars
         .iter()

@@ -184,6 +184,7 @@ pub fn format_utc(ms: i64) -> String {
 /// The width of the bars of a chart over time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bucket {
+    Minute,
     Hour,
     Day,
     /// Seven days from a Monday.
@@ -195,7 +196,9 @@ impl Bucket {
     /// The widest-but-useful bucket for a span: at most ~60 bars.
     pub fn for_span(first_ms: i64, last_ms: i64) -> Bucket {
         let span = last_ms.saturating_sub(first_ms);
-        if span <= 2 * MS_PER_DAY {
+        if span <= 2 * 3_600_000 {
+            Bucket::Minute
+        } else if span <= 2 * MS_PER_DAY {
             Bucket::Hour
         } else if span <= 60 * MS_PER_DAY {
             Bucket::Day
@@ -208,6 +211,7 @@ impl Bucket {
 
     pub fn name(self) -> &'static str {
         match self {
+            Bucket::Minute => "minute",
             Bucket::Hour => "hour",
             Bucket::Day => "day",
             Bucket::Week => "week",
@@ -218,6 +222,7 @@ impl Bucket {
     /// Start (ms) of the bucket holding `ms`.
     pub fn start(self, ms: i64) -> i64 {
         match self {
+            Bucket::Minute => ms - ms.rem_euclid(60_000),
             Bucket::Hour => ms - ms.rem_euclid(3_600_000),
             Bucket::Day => ms - ms.rem_euclid(MS_PER_DAY),
             // 1970-01-01 was a Thursday: Mondays are day numbers ≡ 4 (mod 7).
@@ -235,6 +240,7 @@ impl Bucket {
     /// Start of the next bucket after the one starting at `start`.
     pub fn next(self, start: i64) -> i64 {
         match self {
+            Bucket::Minute => start + 60_000,
             Bucket::Hour => start + 3_600_000,
             Bucket::Day => start + MS_PER_DAY,
             Bucket::Week => start + 7 * MS_PER_DAY,
@@ -246,10 +252,15 @@ impl Bucket {
         }
     }
 
-    /// Short label of the bucket starting at `start`: `03-01 08h`, `2024-03-01`, `2024-03`.
+    /// Short label of the bucket starting at `start`: `08:05`, `03-01 08h`, `2024-03-01`,
+    /// `2024-03`.
     pub fn label(self, start: i64) -> String {
         let (y, mo, d) = civil_from_days(start.div_euclid(MS_PER_DAY));
         match self {
+            Bucket::Minute => {
+                let minutes = start.rem_euclid(MS_PER_DAY) / 60_000;
+                format!("{:02}:{:02}", minutes / 60, minutes % 60)
+            }
             Bucket::Hour => format!(
                 "{mo:02}-{d:02} {:02}h",
                 start.rem_euclid(MS_PER_DAY) / 3_600_000
@@ -313,6 +324,7 @@ mod tests {
         let t = parse_time("2024-03-06T13:45:10Z").unwrap();
         assert_eq!(format_utc(t), "2024-03-06 13:45:10 UTC");
         assert_eq!(format_utc(-1000), "1969-12-31 23:59:59 UTC");
+        assert_eq!(Bucket::Minute.label(Bucket::Minute.start(t)), "13:45");
         assert_eq!(Bucket::Hour.label(Bucket::Hour.start(t)), "03-06 13h");
         assert_eq!(Bucket::Day.label(Bucket::Day.start(t)), "2024-03-06");
         // 2024-03-06 is a Wednesday; its week starts on Monday the 4th.
@@ -323,7 +335,8 @@ mod tests {
             format_utc(Bucket::Month.next(Bucket::Month.start(dec))),
             "2024-01-01 00:00:00 UTC"
         );
-        assert_eq!(Bucket::for_span(0, 3_600_000), Bucket::Hour);
+        assert_eq!(Bucket::for_span(0, 3_600_000), Bucket::Minute);
+        assert_eq!(Bucket::for_span(0, 5 * 3_600_000), Bucket::Hour);
         assert_eq!(Bucket::for_span(0, 10 * MS_PER_DAY), Bucket::Day);
         assert_eq!(Bucket::for_span(0, 100 * MS_PER_DAY), Bucket::Week);
         assert_eq!(Bucket::for_span(0, 1000 * MS_PER_DAY), Bucket::Month);
