@@ -8,9 +8,10 @@
 
 mod common;
 
-use common::kafka::{committed, produce, start_service, Broker, Input, Reader};
+use common::kafka::{committed, produce, start_service, Broker, Input, Reader, Service};
 use serde_json::{json, Value};
 use std::collections::HashSet;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const OUTPUTS: [(&str, i32); 3] = [
@@ -55,6 +56,23 @@ fn articles(tag: &str, n: usize) -> Vec<Input> {
         .collect()
 }
 
+/// Produces `inputs` to one partition, runs the service on them and waits until every input has
+/// an output. Returns the service, the reader of the outputs and each input's coordinates.
+fn decide_all(broker: &Broker, dir: &Path, inputs: &[Input]) -> (Service, Reader, Vec<(i32, i64)>) {
+    let b = broker.bootstrap.as_str();
+    let coords = produce(b, "articles.raw", inputs, Some(0));
+    let service = start_service(
+        b,
+        &dir.join("index"),
+        &dir.join("service.log"),
+        &["--commit-interval-ms", "200"],
+    );
+    let mut reader = Reader::new(b, &OUTPUTS);
+    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
+    reader.wait_covered(&want, Duration::from_secs(90), &|| service.log());
+    (service, reader, coords)
+}
+
 fn topics(broker: &Broker, dlq: bool) {
     let mut specs = vec![
         "articles.raw:1",
@@ -86,14 +104,7 @@ fn a_record_too_large_even_for_the_dlq_is_bounded_and_the_stream_goes_on() {
         id: None,
     });
     inputs.extend(articles("b", 100));
-    let coords = produce(b, "articles.raw", &inputs, Some(0));
-
-    let index = dir.path().join("index");
-    let log = dir.path().join("service.log");
-    let service = start_service(b, &index, &log, &["--commit-interval-ms", "200"]);
-    let mut reader = Reader::new(b, &OUTPUTS);
-    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
-    reader.wait_covered(&want, Duration::from_secs(90), &|| service.log());
+    let (service, reader, coords) = decide_all(&broker, dir.path(), &inputs);
 
     let bad = coords[100];
     let dead = reader
@@ -136,7 +147,6 @@ fn hostile_records_each_get_one_output_and_the_service_stays_up() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
     topics(&broker, true);
-    let b = broker.bootstrap.as_str();
 
     let deep = format!("{}{}", "[".repeat(50_000), "]".repeat(50_000));
     let many_fields: String = (0..20_000)
@@ -194,14 +204,7 @@ fn hostile_records_each_get_one_output_and_the_service_stays_up() {
         });
     }
     inputs.extend(articles("t", 20));
-    let coords = produce(b, "articles.raw", &inputs, Some(0));
-
-    let index = dir.path().join("index");
-    let log = dir.path().join("service.log");
-    let service = start_service(b, &index, &log, &["--commit-interval-ms", "200"]);
-    let mut reader = Reader::new(b, &OUTPUTS);
-    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
-    reader.wait_covered(&want, Duration::from_secs(90), &|| service.log());
+    let (service, mut reader, _) = decide_all(&broker, dir.path(), &inputs);
     reader.poll_for(Duration::from_secs(1));
 
     let mut seen = HashSet::new();
@@ -324,7 +327,6 @@ fn revisions_through_kafka() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
     topics(&broker, true);
-    let b = broker.bootstrap.as_str();
 
     let mut base = articles("r", 3);
     let story = |i: usize| -> Value { serde_json::from_slice(&base[i].value).expect("json") };
@@ -340,14 +342,7 @@ fn revisions_through_kafka() {
     base.push(input(reused.clone()));
     base.push(input(reused));
     assert_ne!(a0["content"], a1["content"]);
-    let coords = produce(b, "articles.raw", &base, Some(0));
-
-    let index = dir.path().join("index");
-    let log = dir.path().join("service.log");
-    let service = start_service(b, &index, &log, &["--commit-interval-ms", "200"]);
-    let mut reader = Reader::new(b, &OUTPUTS);
-    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
-    reader.wait_covered(&want, Duration::from_secs(90), &|| service.log());
+    let (_service, reader, coords) = decide_all(&broker, dir.path(), &base);
 
     let dedup_of = |coord: (i32, i64)| -> Value {
         let o = reader

@@ -25,7 +25,7 @@ mod common;
 use common::kafka::{start_service, Broker};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::message::{Header, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
@@ -378,20 +378,7 @@ fn read_outputs(clients: &Clients, d: Duration, until: usize) -> Vec<Output> {
     while start.elapsed() < d && got.len() < until {
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
-                let headers: HashMap<String, String> = m
-                    .headers()
-                    .map(|h| {
-                        h.iter()
-                            .map(|h| {
-                                (
-                                    h.key.to_owned(),
-                                    String::from_utf8_lossy(h.value.unwrap_or_default())
-                                        .into_owned(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let headers = common::kafka::headers_of(&m);
                 got.push(Output {
                     topic: m.topic().to_owned(),
                     key: String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned(),

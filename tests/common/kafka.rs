@@ -381,20 +381,7 @@ impl Reader {
                     topic: m.topic().to_owned(),
                     key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
                     value: m.payload().unwrap_or_default().to_vec(),
-                    headers: m
-                        .headers()
-                        .map(|h| {
-                            h.iter()
-                                .map(|h| {
-                                    (
-                                        h.key.to_owned(),
-                                        String::from_utf8_lossy(h.value.unwrap_or_default())
-                                            .into_owned(),
-                                    )
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default(),
+                    headers: headers_of(&m),
                 }),
                 Some(Err(e)) => eprintln!("reader: {e}"),
                 None => {}
@@ -425,6 +412,22 @@ impl Reader {
             self.poll_for(Duration::from_millis(200));
         }
     }
+}
+
+/// A consumed record's headers, values read as (lossy) UTF-8.
+pub fn headers_of(m: &impl Message) -> HashMap<String, String> {
+    m.headers()
+        .map(|h| {
+            h.iter()
+                .map(|h| {
+                    (
+                        h.key.to_owned(),
+                        String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
