@@ -935,6 +935,23 @@ impl RocksIndex {
         article: &StoredArticle,
         searchable: bool,
     ) -> Result<(), IndexError> {
+        let mut counts = self.counts;
+        let mut batch = WriteBatch::default();
+        self.stage_article(&mut batch, &mut counts, id, previous, article, searchable)?;
+        self.commit(batch, counts)
+    }
+
+    /// Adds to `batch` (and `counts`) what `write_article` writes for one article: the article,
+    /// its block and band entries when searchable, the removal of `previous`'s entries.
+    fn stage_article(
+        &self,
+        batch: &mut WriteBatch,
+        counts: &mut IndexCounts,
+        id: &str,
+        previous: Option<&StoredArticle>,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
         let mut value = Vec::with_capacity(256);
         value.push(layout::ARTICLE_VALUE_FORMAT);
         match &article.sketch {
@@ -952,14 +969,12 @@ impl RocksIndex {
             dir: self.dir.clone(),
             message: format!("cannot encode article {id:?}: {e}"),
         })?;
-        let mut counts = self.counts;
         counts.next_seq = counts.next_seq.max(article.seq + 1);
-        let mut batch = WriteBatch::default();
         match previous {
             None => counts.articles += 1,
             Some(old) if old.decision == StoredDecision::Unique => {
                 counts.unique = counts.unique.saturating_sub(1);
-                self.delete_entries(&mut batch, old)?;
+                self.delete_entries(batch, old)?;
             }
             Some(_) => {}
         }
@@ -980,7 +995,7 @@ impl RocksIndex {
                 }
             }
         }
-        self.commit(batch, counts)
+        Ok(())
     }
 }
 
