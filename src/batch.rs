@@ -63,25 +63,24 @@ pub fn read_line_limited(reader: &mut impl BufRead, max: usize) -> io::Result<Op
     }
 }
 
-/// Reads lines in order, maps them on `threads` workers, and hands results to `sink` in input
-/// order. At most `window` lines are in flight, which bounds memory whatever the input.
-/// Line numbers are 1-based.
-pub fn ordered_map<R, T, E>(
-    mut reader: R,
-    max_line: usize,
+/// Takes items from `next` in order (until it returns None), maps them on `threads` workers,
+/// and hands results to `sink` in the order taken. At most `window` items are in flight, which
+/// bounds memory whatever the input. Items are numbered from 1.
+pub fn ordered_map<X, T, E>(
+    mut next: impl FnMut() -> io::Result<Option<X>> + Send,
     threads: usize,
     window: usize,
-    work: impl Fn(Line) -> T + Sync,
+    work: impl Fn(X) -> T + Sync,
     mut sink: impl FnMut(u64, T) -> Result<(), E>,
 ) -> Result<u64, E>
 where
-    R: BufRead + Send,
+    X: Send,
     T: Send,
     E: From<io::Error> + Send,
 {
     let threads = threads.max(1);
     let window = window.max(threads * 2);
-    let (line_tx, line_rx) = crossbeam_channel::bounded::<(u64, Line)>(window);
+    let (line_tx, line_rx) = crossbeam_channel::bounded::<(u64, X)>(window);
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<(u64, T)>();
     // Credits: the reader takes one per line, the sink returns one per line written.
     let (credit_tx, credit_rx) = crossbeam_channel::bounded::<()>(window);
@@ -92,7 +91,7 @@ where
         let reader_handle = scope.spawn(move || -> io::Result<u64> {
             let mut n = 0u64;
             while credit_rx.recv().is_ok() {
-                match read_line_limited(&mut reader, max_line)? {
+                match next()? {
                     None => break,
                     Some(line) => {
                         n += 1;
@@ -211,9 +210,9 @@ pub fn run_batch<S: ArticleStore>(
     let mut summary = BatchSummary::default();
     let mut last_progress = Instant::now();
     let max = opts.max_article_bytes;
+    let mut input = input;
     ordered_map(
-        input,
-        max,
+        || read_line_limited(&mut input, max),
         opts.threads,
         opts.threads * 64,
         |line| match line {
@@ -303,9 +302,9 @@ mod tests {
     fn ordered_map_keeps_order_with_many_threads() {
         let input: String = (0..5000).map(|i| format!("{i}\n")).collect();
         let mut got = Vec::new();
+        let mut reader = input.as_bytes();
         let n = ordered_map(
-            input.as_bytes(),
-            100,
+            || read_line_limited(&mut reader, 100),
             4,
             16,
             |l| match l {
@@ -328,9 +327,9 @@ mod tests {
     #[test]
     fn ordered_map_stops_on_sink_error() {
         let input: String = (0..10_000).map(|i| format!("{i}\n")).collect();
+        let mut reader = input.as_bytes();
         let r = ordered_map(
-            input.as_bytes(),
-            100,
+            || read_line_limited(&mut reader, 100),
             2,
             8,
             |_| (),

@@ -17,6 +17,8 @@ pub mod kafka;
 pub mod metrics;
 pub mod output;
 pub mod pipeline;
+pub mod replica;
+pub mod restore;
 pub mod service;
 pub mod settings;
 pub mod simhash;

@@ -12,6 +12,7 @@ use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::RocksIndex;
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
+use newsdedup::replica::{self, TopicSource};
 use newsdedup::settings::{self, RunArgs};
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -100,6 +101,19 @@ enum Command {
     Run {
         #[command(flatten)]
         args: Box<RunArgs>,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
+    /// Warm standby: keeps its own index current by following the output topics (never joins the
+    /// input topic's group); serves its lag on /metrics and /ready. Takes the same settings as
+    /// `run` (flags, variables, --config): `newsdedup run` with them on its --index-dir takes over.
+    Standby {
+        #[command(flatten)]
+        args: Box<RunArgs>,
+        /// /ready answers 200 once caught up and at most this many records behind the output
+        /// topics
+        #[arg(long, value_name = "N", default_value_t = 1000)]
+        max_ready_lag: u64,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -196,6 +210,36 @@ enum IndexCommand {
         #[arg(long)]
         index_dir: PathBuf,
     },
+    /// Rebuild an index from the service's own output (after losing the index disk): the output
+    /// topics (default) or `batch` output files (--input). Unique articles become searchable
+    /// again, duplicates keep their decisions; fingerprints are checked against the configured
+    /// identity. Resumes where it stopped when run again on the same --index-dir.
+    Rebuild {
+        /// The index to build (new or partly rebuilt; stop the service first)
+        #[arg(long)]
+        index_dir: PathBuf,
+        /// Kafka bootstrap servers [default: [service] brokers of --config, localhost:9092]
+        #[arg(long, env = "NEWSDEDUP_BROKERS", value_name = "HOST:PORT,...")]
+        brokers: Option<String>,
+        /// Output topics to read, comma-separated [default: [service] unique_topic and
+        /// duplicate_topic: articles.unique,articles.duplicate]
+        #[arg(long, value_name = "TOPIC,...", value_delimiter = ',')]
+        from_topics: Vec<String>,
+        /// `batch` output file(s) to read instead of Kafka, in order (repeatable)
+        #[arg(long, value_name = "FILE")]
+        input: Vec<PathBuf>,
+        /// Fingerprint threads [default: number of CPUs]
+        #[arg(long)]
+        threads: Option<usize>,
+        /// librdkafka property of the reader (repeatable), as for `run`
+        #[arg(short = 'X', value_name = "KEY=VALUE")]
+        properties: Vec<String>,
+        /// No progress lines on stderr (the summary is still printed)
+        #[arg(long)]
+        quiet: bool,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
     /// Remove articles (a publisher's takedown, a retraction) from every family, atomically; later
     /// copies are then judged against what remains. Stop the service first (the index is locked).
     Delete {
@@ -213,7 +257,11 @@ fn main() {
     // Which `run` settings came from a flag or its variable (they override the config file);
     // which `audit` flags were given on the command line.
     let given = match matches.subcommand() {
-        Some(("run", m)) => settings::given_arguments(m),
+        Some(("run", m)) | Some(("standby", m)) => settings::given_arguments(m),
+        Some(("index", m)) => match m.subcommand() {
+            Some(("rebuild", m)) => command_line_arguments(m),
+            _ => HashSet::new(),
+        },
         Some(("audit", m)) => command_line_arguments(m),
         _ => HashSet::new(),
     };
@@ -266,6 +314,11 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
         Command::Run { args, common } => {
             newsdedup::service::run(*args, given, load_config(&common)?)
         }
+        Command::Standby {
+            args,
+            max_ready_lag,
+            common,
+        } => newsdedup::service::standby(*args, given, load_config(&common)?, max_ready_lag),
         Command::Audit { args, common } => cmd_audit(*args, given, &load_config(&common)?),
         Command::Index { command } => match command {
             IndexCommand::Stats {
@@ -275,6 +328,32 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
             } => cmd_index_stats(&index_dir, top, json),
             IndexCommand::Verify { index_dir } => cmd_index_verify(&index_dir),
             IndexCommand::Delete { index_dir, ids } => cmd_index_delete(&index_dir, &ids),
+            IndexCommand::Rebuild {
+                index_dir,
+                brokers,
+                from_topics,
+                input,
+                threads: t,
+                properties,
+                quiet,
+                common,
+            } => {
+                let config = load_config(&common)?;
+                let source = if input.is_empty() {
+                    Source::Topics(topic_source(&config, brokers, from_topics, &properties)?)
+                } else {
+                    let kafka_only = [
+                        ("brokers", "--brokers"),
+                        ("from_topics", "--from-topics"),
+                        ("properties", "-X"),
+                    ];
+                    if let Some((_, flag)) = kafka_only.iter().find(|(id, _)| given.contains(*id)) {
+                        bail!("{flag} is for reading Kafka; --input rebuilds from `batch` output files");
+                    }
+                    Source::Files(input)
+                };
+                cmd_index_rebuild(&index_dir, source, threads(t), quiet, &config)
+            }
         },
     }
 }
@@ -346,9 +425,9 @@ fn threads(requested: Option<usize>) -> usize {
 fn cmd_fingerprint(input: Option<&Path>, explain: bool, top: usize, config: &Config) -> Result<()> {
     let fp = fingerprinter(config)?;
     let mut out = open_output(Path::new("-"))?;
+    let mut input = open_input(input)?;
     batch::ordered_map(
-        open_input(input)?,
-        DEFAULT_MAX_ARTICLE_BYTES,
+        || batch::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
         threads(None),
         256,
         |line| fingerprint_line(&fp, line, explain, top),
@@ -594,6 +673,91 @@ fn cmd_index_verify(index_dir: &Path) -> Result<()> {
             report.problems.len()
         );
     }
+    Ok(())
+}
+
+/// Where `index rebuild` reads.
+enum Source {
+    Topics(TopicSource),
+    Files(Vec<PathBuf>),
+}
+
+/// The output topics to rebuild from, with the reader's properties layered as for `run`.
+fn topic_source(
+    config: &Config,
+    brokers: Option<String>,
+    topics: Vec<String>,
+    flags: &[String],
+) -> Result<TopicSource> {
+    let service = &config.service;
+    let brokers = brokers.unwrap_or_else(|| service.brokers.clone());
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let properties = settings::reader_properties(service, &brokers, env, flags)?;
+    let topics: Vec<String> = topics
+        .into_iter()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let topics = if topics.is_empty() {
+        vec![
+            service.unique_topic.clone(),
+            service.duplicate_topic.clone(),
+        ]
+    } else {
+        topics
+    };
+    Ok(TopicSource { properties, topics })
+}
+
+fn cmd_index_rebuild(
+    index_dir: &Path,
+    source: Source,
+    threads: usize,
+    quiet: bool,
+    config: &Config,
+) -> Result<()> {
+    let fp = fingerprinter(config)?;
+    let mut index = RocksIndex::open(index_dir, fp.identity(), &config.index)
+        .with_context(|| format!("cannot open the index in {}", index_dir.display()))?;
+    let progress = (!quiet).then_some(Duration::from_secs(5));
+    let summary = match &source {
+        Source::Files(inputs) => {
+            let s = replica::rebuild_from_files(&mut index, &fp, inputs, threads, progress)?;
+            index.sync()?;
+            s
+        }
+        Source::Topics(topics) => {
+            eprintln!(
+                "rebuild: reading {} from {} into {}",
+                topics.topics.join(", "),
+                topics
+                    .properties
+                    .get("bootstrap.servers")
+                    .map_or("", String::as_str),
+                index_dir.display()
+            );
+            replica::rebuild_from_topics(&mut index, &fp, topics, threads, progress, "rebuild")?
+        }
+    };
+    let counts = newsdedup::index::ArticleStore::counts(&index);
+    for example in &summary.unreadable_examples {
+        eprintln!("rebuild: skipped {example}");
+    }
+    eprintln!(
+        "rebuild: done in {:.1}s ({:.0} records/s): {} records, {} articles added, {} replaced by a later revision, {} already indexed, {} invalid inputs, {} unreadable; the index holds {} articles ({} unique)",
+        summary.elapsed.as_secs_f64(),
+        summary.records_per_sec(),
+        summary.records,
+        summary.inserted,
+        summary.replaced,
+        summary.already_indexed,
+        summary.invalid_inputs,
+        summary.unreadable,
+        counts.articles,
+        counts.unique
+    );
+    println!("{}", serde_json::to_string(&summary)?);
     Ok(())
 }
 

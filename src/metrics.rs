@@ -39,6 +39,9 @@ pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
 pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
 pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
 pub const GROUP_COMMIT_SIZE: &str = "newsdedup_group_commit_records";
+pub const STANDBY_RECORDS: &str = "newsdedup_standby_records_total";
+pub const STANDBY_LAG: &str = "newsdedup_standby_lag_records";
+pub const STANDBY_CAUGHT_UP: &str = "newsdedup_standby_caught_up";
 
 const LATENCY_BUCKETS: [f64; 16] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0,
@@ -80,6 +83,21 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
 }
 
 fn describe() {
+    describe_counter!(
+        STANDBY_RECORDS,
+        Unit::Count,
+        "Standby: output records read and applied to its index."
+    );
+    describe_gauge!(
+        STANDBY_LAG,
+        Unit::Count,
+        "Standby: records behind the end of each output topic partition (a lower bound on brokers with low watermarks)."
+    );
+    describe_gauge!(
+        STANDBY_CAUGHT_UP,
+        Unit::Count,
+        "Standby: 1 once it has read every output topic to its end."
+    );
     describe_counter!(
         ARTICLES_CONSUMED,
         Unit::Count,

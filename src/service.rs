@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::replica::{self, StandbyStatus, TopicSource};
 use crate::settings::{RunArgs, Settings};
 use std::collections::HashSet;
 
@@ -54,8 +55,16 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     // The index first: a second process on the same directory fails here, before touching Kafka.
     let (fingerprinter, index) = open_index(&settings, &config)?;
     let health = Arc::new(Health::new(settings.progress_timeout()));
-    serve_http(&runtime, &settings, &health)?;
+    let (h1, h2) = (health.clone(), health.clone());
+    serve_http(
+        &runtime,
+        &settings,
+        Arc::new(move || h1.liveness()),
+        Arc::new(move || h2.readiness()),
+    )?;
     let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
+    let mut index = index;
+    take_over(&settings, &fingerprinter, &mut index)?;
 
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
     let producer = producer::create_producer(
@@ -124,6 +133,128 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     }
 }
 
+/// The output topics as a standby reads them, with the consumer's connection properties.
+fn output_topics(settings: &Settings) -> TopicSource {
+    TopicSource {
+        properties: settings.consumer_properties.clone(),
+        topics: vec![
+            settings.service.unique_topic.clone(),
+            settings.service.duplicate_topic.clone(),
+        ],
+    }
+}
+
+/// On a directory a standby kept (it holds output-topic positions): reads the output topics to
+/// their end first, so that every record whose input offset the failed instance committed is in
+/// the index (its output was acknowledged before the commit), then forgets the positions: from
+/// here on the index is this instance's.
+fn take_over(
+    settings: &Settings,
+    fingerprinter: &Fingerprinter,
+    index: &mut RocksIndex,
+) -> Result<()> {
+    if index.positions()?.is_empty() {
+        return Ok(());
+    }
+    tracing::info!(
+        "{} was kept by a standby: catching up with {} and {} before joining group {}",
+        settings.service.index_dir.display(),
+        settings.service.unique_topic,
+        settings.service.duplicate_topic,
+        settings.service.group_id
+    );
+    let summary = replica::rebuild_from_topics(
+        index,
+        fingerprinter,
+        &output_topics(settings),
+        settings.service.threads,
+        Some(Duration::from_secs(5)),
+        "takeover",
+    )
+    .context("cannot catch up with the output topics before taking over")?;
+    index.clear_positions()?;
+    tracing::info!(
+        "takeover: caught up in {:.1}s ({} records read, {} articles added, {} replaced); joining the group",
+        summary.elapsed.as_secs_f64(),
+        summary.records,
+        summary.inserted,
+        summary.replaced
+    );
+    Ok(())
+}
+
+/// Runs a standby: follows the output topics into its own index until SIGINT/SIGTERM, serving
+/// its lag on /metrics and /ready (200 once caught up and at most `max_ready_lag` records
+/// behind). `newsdedup run` with the same settings on its directory takes over.
+pub fn standby(
+    args: RunArgs,
+    given: &HashSet<String>,
+    config: Config,
+    max_ready_lag: u64,
+) -> Result<()> {
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let settings =
+        Settings::resolve(&args, given, &config, env).context("invalid settings for `standby`")?;
+    init_logging();
+    for w in &settings.warnings {
+        tracing::warn!("{w}");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("newsdedup-io")
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let (fingerprinter, mut index) = open_index(&settings, &config)?;
+    let status = Arc::new(StandbyStatus::default());
+    let (s1, s2) = (status.clone(), status.clone());
+    serve_http(
+        &runtime,
+        &settings,
+        Arc::new(move || {
+            if s1.failed.load(Ordering::SeqCst) {
+                (503, "failed: see the log\n".into())
+            } else {
+                (200, "standby: following the output topics\n".into())
+            }
+        }),
+        Arc::new(move || {
+            let lag = s2.lag.load(Ordering::Relaxed);
+            if !s2.caught_up_once.load(Ordering::SeqCst) {
+                (503, format!("catching up: {lag} records behind\n"))
+            } else if lag > max_ready_lag {
+                (
+                    503,
+                    format!("behind: {lag} records (more than {max_ready_lag})\n"),
+                )
+            } else {
+                (200, format!("caught up: {lag} records behind\n"))
+            }
+        }),
+    )?;
+    let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
+    let result = replica::follow(
+        &mut index,
+        &fingerprinter,
+        &output_topics(&settings),
+        settings.service.threads,
+        &stop,
+        &status,
+        Duration::from_secs(2),
+    );
+    drop(index);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    let summary = result.context("the standby stopped")?;
+    tracing::info!(
+        "standby stopped cleanly: {} records read, {} articles added, {} replaced",
+        summary.records,
+        summary.inserted,
+        summary.replaced
+    );
+    Ok(())
+}
+
 /// Loads the fingerprint resources and opens (and locks) the index.
 fn open_index(settings: &Settings, config: &Config) -> Result<(Fingerprinter, RocksIndex)> {
     let fingerprinter =
@@ -142,22 +273,18 @@ fn open_index(settings: &Settings, config: &Config) -> Result<(Fingerprinter, Ro
     Ok((fingerprinter, index))
 }
 
-/// Installs the metrics recorder and serves /metrics, /health and /ready.
+/// Installs the metrics recorder and serves /metrics, and /health and /ready as `health` and
+/// `ready` answer them.
 fn serve_http(
     runtime: &tokio::runtime::Runtime,
     settings: &Settings,
-    health: &Arc<Health>,
+    health: crate::metrics::HealthFn,
+    ready: crate::metrics::HealthFn,
 ) -> Result<()> {
     let prometheus = crate::metrics::install()?;
     let listener = runtime.block_on(crate::metrics::bind(settings.metrics_addr))?;
     let local_addr = listener.local_addr().unwrap_or(settings.metrics_addr);
-    let (h1, h2) = (health.clone(), health.clone());
-    runtime.spawn(crate::metrics::serve(
-        listener,
-        prometheus,
-        Arc::new(move || h1.liveness()),
-        Arc::new(move || h2.readiness()),
-    ));
+    runtime.spawn(crate::metrics::serve(listener, prometheus, health, ready));
     tracing::info!("metrics on http://{local_addr}/metrics, health on /health and /ready");
     Ok(())
 }

@@ -32,6 +32,26 @@ pub const META: &str = "meta";
 pub const META_IDENTITY: &[u8] = b"fingerprint_identity";
 pub const META_COUNTS: &[u8] = b"counts";
 pub const META_FORMAT: &[u8] = b"format";
+/// Prefix of the `meta` keys `position/<topic>/<partition>` (value: the next offset to read, 8
+/// bytes BE): how far an index built from the service's output topics (`index rebuild`,
+/// `standby`) has read them, written in the same atomic write as the articles read.
+pub const META_POSITION_PREFIX: &[u8] = b"position/";
+
+/// The `meta` key of the read position of `topic` [`partition`].
+pub fn position_key(topic: &str, partition: i32) -> Vec<u8> {
+    let mut k = META_POSITION_PREFIX.to_vec();
+    k.extend_from_slice(topic.as_bytes());
+    k.push(b'/');
+    k.extend_from_slice(partition.to_string().as_bytes());
+    k
+}
+
+/// (topic, partition) of a position key, or None if it is not one.
+pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
+    let rest = std::str::from_utf8(key.strip_prefix(META_POSITION_PREFIX)?).ok()?;
+    let (topic, partition) = rest.rsplit_once('/')?;
+    Some((topic.to_owned(), partition.parse().ok()?))
+}
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
 /// (`IndexError::FormatMismatch`): it must be rebuilt. 2: sketch bands in their own `bands`
@@ -101,6 +121,15 @@ mod tests {
         assert!(block_key(1, Fingerprint(5), 9) < block_key(1, Fingerprint(6), 0));
         assert!(block_key(1, Fingerprint(u64::MAX), 9) < block_key(2, Fingerprint(0), 0));
         assert_eq!(parse_block_key(b"short"), None);
+    }
+
+    #[test]
+    fn position_key_round_trip() {
+        let k = position_key("articles.unique", 7);
+        assert_eq!(k, b"position/articles.unique/7");
+        assert_eq!(parse_position_key(&k), Some(("articles.unique".into(), 7)));
+        assert_eq!(parse_position_key(b"position/t/x"), None);
+        assert_eq!(parse_position_key(b"counts"), None);
     }
 
     #[test]

@@ -10,14 +10,16 @@ use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
+use crate::restore::{self, Apply, RestoreTarget, Restored};
 use crate::simhash::{Fingerprint, BLOCKS};
 use crate::sketch::{Sketch, SKETCH_BYTES};
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType,
-    MemtableFactory, Options, ReadOptions, SliceTransform, WaitForCompactOptions, WriteBatch,
-    WriteOptions, DB,
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
+    IteratorMode, MemtableFactory, Options, ReadOptions, SliceTransform, WaitForCompactOptions,
+    WriteBatch, WriteOptions, DB,
 };
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -892,6 +894,101 @@ impl RocksIndex {
         self.commit(batch, counts)?;
         self.db.flush_wal(true).map_err(rocks_err(&self.dir))?;
         Ok(deleted)
+    }
+}
+
+impl RestoreTarget for RocksIndex {
+    /// One atomic write, so an index built from the output topics always knows exactly which
+    /// records it holds. Idempotent (`restore::apply_rule`).
+    fn apply_restored(
+        &mut self,
+        restored: Option<&Restored>,
+        position: Option<(&str, i32, i64)>,
+    ) -> Result<Apply, IndexError> {
+        let mut counts = self.counts;
+        let mut batch = WriteBatch::default();
+        let apply = match restored {
+            None => Apply::Skip,
+            Some(r) => {
+                let apply = restore::apply_rule(self.get(&r.id)?, &r.article);
+                let article = StoredArticle {
+                    seq: counts.next_seq,
+                    ..r.article.clone()
+                };
+                let previous = match &apply {
+                    Apply::Insert => None,
+                    Apply::Replace(p) => Some(&**p),
+                    Apply::Skip => {
+                        if position.is_none() {
+                            return Ok(Apply::Skip);
+                        }
+                        None
+                    }
+                };
+                if apply != Apply::Skip {
+                    self.stage_article(
+                        &mut batch,
+                        &mut counts,
+                        &r.id,
+                        previous,
+                        &article,
+                        r.searchable,
+                    )?;
+                }
+                apply
+            }
+        };
+        if let Some((topic, partition, next)) = position {
+            batch.put_cf(
+                self.cf(META)?,
+                layout::position_key(topic, partition),
+                next.to_be_bytes(),
+            );
+        }
+        self.commit(batch, counts)?;
+        Ok(apply)
+    }
+}
+
+impl RocksIndex {
+    /// The read positions of the output topics this index was built from (see
+    /// `apply_restored`): (topic, partition) -> next offset. Empty for an index `run` built.
+    pub fn positions(&self) -> Result<BTreeMap<(String, i32), i64>, IndexError> {
+        let meta = self.cf(META)?;
+        let mut out = BTreeMap::new();
+        let iter = self.db.iterator_cf(
+            meta,
+            IteratorMode::From(layout::META_POSITION_PREFIX, Direction::Forward),
+        );
+        for item in iter {
+            let (k, v) = item.map_err(rocks_err(&self.dir))?;
+            if !k.starts_with(layout::META_POSITION_PREFIX) {
+                break;
+            }
+            let (Some(tp), Ok(bytes)) = (layout::parse_position_key(&k), <[u8; 8]>::try_from(&*v))
+            else {
+                return Err(IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!("bad read position {:?}", String::from_utf8_lossy(&k)),
+                });
+            };
+            out.insert(tp, i64::from_be_bytes(bytes));
+        }
+        Ok(out)
+    }
+
+    /// Forgets the read positions (after a takeover: the index is `run`'s from then on).
+    pub fn clear_positions(&mut self) -> Result<(), IndexError> {
+        let positions = self.positions()?;
+        if positions.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        for (topic, partition) in positions.keys() {
+            batch.delete_cf(self.cf(META)?, layout::position_key(topic, *partition));
+        }
+        self.commit(batch, self.counts)?;
+        self.sync()
     }
 
     /// Writes `batch` with the new `counts` in the same atomic write.

@@ -1,0 +1,197 @@
+//! Reading the service's own output topics (`articles.unique`, `articles.duplicate`) from the
+//! positions an index stores: `index rebuild --brokers` (until caught up), `standby` (for ever)
+//! and the catch-up of `run` on a standby's directory before it joins the group.
+//!
+//! Plain `assign` of every partition: no consumer group is joined and nothing is committed; the
+//! position of each record read is written into the index with the article it carries
+//! (`RestoreTarget::apply_restored`), which is what makes a restart resume exactly.
+//!
+//! "Caught up" means every partition is at or past the end (high watermark) it had when reading
+//! started (or when `lag` last asked) and no record arrived for `QUIET`: a broker whose watermarks
+//! are low (Tansu reports the base offset of the last batch + 1) would otherwise end the reading
+//! before the last batch, and the quiet period lets those records arrive.
+
+use crate::restore::SourceRecord;
+use anyhow::{anyhow, bail, Context, Result};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Metadata and watermark requests.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// See the module documentation.
+const QUIET: Duration = Duration::from_secs(2);
+
+/// Where one partition is.
+#[derive(Debug, Clone)]
+struct PartitionState {
+    /// The next offset to read.
+    next: i64,
+    /// The end (high watermark) when reading started, or when last asked.
+    end: i64,
+}
+
+/// A reader of output topics from stored positions.
+pub struct Follower {
+    consumer: BaseConsumer,
+    partitions: BTreeMap<(Arc<str>, i32), PartitionState>,
+    /// Records still to read when reading started (by the watermarks then).
+    pub remaining_at_start: i64,
+    last_record: Instant,
+    last_error: String,
+}
+
+impl Follower {
+    /// Assigns every partition of `topics`, each at its stored position in `positions` or at its
+    /// beginning. `properties`: librdkafka properties, `bootstrap.servers` included.
+    pub fn start(
+        properties: &BTreeMap<String, String>,
+        topics: &[String],
+        positions: &BTreeMap<(String, i32), i64>,
+        client_id: &str,
+    ) -> Result<Follower> {
+        let mut config = ClientConfig::new();
+        config
+            .set("client.id", client_id)
+            .set("fetch.wait.max.ms", "100");
+        for (k, v) in properties {
+            config.set(k, v);
+        }
+        // A reader: never a member of the service's group, never a commit.
+        config
+            .set("group.id", client_id)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("enable.partition.eof", "true")
+            .set("auto.offset.reset", "earliest");
+        let consumer: BaseConsumer = config
+            .create()
+            .context("cannot create the Kafka consumer (check -X properties)")?;
+        let mut tpl = TopicPartitionList::new();
+        let mut partitions = BTreeMap::new();
+        let mut remaining = 0;
+        for topic in topics {
+            let name: Arc<str> = Arc::from(topic.as_str());
+            for p in topic_partitions(&consumer, topic)? {
+                let (low, high) = consumer
+                    .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
+                    .with_context(|| format!("cannot read the offsets of {topic} [{p}]"))?;
+                let next = positions
+                    .get(&(topic.clone(), p))
+                    .copied()
+                    .unwrap_or(low)
+                    .max(low);
+                remaining += (high - next).max(0);
+                tpl.add_partition_offset(topic, p, Offset::Offset(next))
+                    .with_context(|| format!("cannot assign {topic} [{p}]"))?;
+                partitions.insert((name.clone(), p), PartitionState { next, end: high });
+            }
+        }
+        consumer
+            .assign(&tpl)
+            .with_context(|| format!("cannot read {topics:?}"))?;
+        Ok(Follower {
+            consumer,
+            partitions,
+            remaining_at_start: remaining,
+            last_record: Instant::now(),
+            last_error: String::new(),
+        })
+    }
+
+    /// The next record, or None when none arrived within `timeout`.
+    pub fn poll(&mut self, timeout: Duration) -> Option<SourceRecord> {
+        match self.consumer.poll(timeout)? {
+            Err(KafkaError::PartitionEOF(_)) => None,
+            Err(e) => {
+                let text = e.to_string();
+                if text != self.last_error {
+                    tracing::warn!("reading the output topics: {text} (retrying)");
+                    self.last_error = text;
+                }
+                None
+            }
+            Ok(m) => {
+                self.last_record = Instant::now();
+                let topic = m.topic();
+                let key = self
+                    .partitions
+                    .keys()
+                    .find(|(t, p)| &**t == topic && *p == m.partition())
+                    .cloned();
+                let (name, partition) = key?;
+                if let Some(state) = self.partitions.get_mut(&(name.clone(), partition)) {
+                    state.next = m.offset() + 1;
+                    state.end = state.end.max(state.next);
+                }
+                Some(SourceRecord {
+                    bytes: m.payload().unwrap_or_default().to_vec(),
+                    timestamp_ms: m
+                        .timestamp()
+                        .to_millis()
+                        .and_then(|t| u64::try_from(t).ok()),
+                    position: Some((name, partition, m.offset())),
+                })
+            }
+        }
+    }
+
+    /// Whether every partition has been read to its end (see the module documentation).
+    pub fn caught_up(&self) -> bool {
+        self.last_record.elapsed() >= QUIET && self.partitions.values().all(|s| s.next >= s.end)
+    }
+
+    /// Time since the last record arrived.
+    pub fn idle(&self) -> Duration {
+        self.last_record.elapsed()
+    }
+
+    /// Asks the broker for the end of every partition and returns how many records each is
+    /// behind it: (topic, partition, records). A broker with low watermarks makes this a lower
+    /// bound.
+    pub fn lag(&mut self) -> Result<Vec<(Arc<str>, i32, i64)>> {
+        let mut out = Vec::with_capacity(self.partitions.len());
+        for ((topic, p), state) in self.partitions.iter_mut() {
+            let (_, high) = self
+                .consumer
+                .fetch_watermarks(topic, *p, REQUEST_TIMEOUT)
+                .with_context(|| format!("cannot read the offsets of {topic} [{p}]"))?;
+            state.end = state.end.max(high);
+            out.push((topic.clone(), *p, (high - state.next).max(0)));
+        }
+        Ok(out)
+    }
+
+    /// The last error the client reported, if any ("" when none).
+    pub fn last_error(&self) -> &str {
+        &self.last_error
+    }
+}
+
+/// The partitions of `topic`, or an error naming the topic.
+fn topic_partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
+    let md = consumer
+        .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
+        .with_context(|| {
+            format!("cannot read the metadata of topic {topic:?} (is the broker reachable?)")
+        })?;
+    let t = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .ok_or_else(|| anyhow!("topic {topic:?} does not exist"))?;
+    if let Some(e) = t.error() {
+        bail!("topic {topic:?} cannot be read: {e:?} (does it exist?)");
+    }
+    let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+    if ps.is_empty() {
+        bail!("topic {topic:?} does not exist or has no partitions");
+    }
+    ps.sort_unstable();
+    Ok(ps)
+}

@@ -1,0 +1,267 @@
+//! An index kept from the service's own output: `index rebuild` (from the output topics or from
+//! `batch` output files, after losing the index disk), `standby` (a replica that follows the
+//! output topics for ever, ready to take over) and the catch-up `run` does first on a standby's
+//! directory. All three apply records with `restore::restore_all`, so they share one rule:
+//! idempotent, each record's topic position written with it.
+
+use crate::article::DEFAULT_MAX_ARTICLE_BYTES;
+use crate::batch::{read_line_limited, Line};
+use crate::fingerprint::Fingerprinter;
+use crate::index::RocksIndex;
+use crate::kafka::follow::Follower;
+use crate::restore::{restore_all, RestoreRunError, RestoreSummary, SourceRecord};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Longest output record read back: the largest article plus its `dedup` member.
+pub const MAX_RECORD_BYTES: usize =
+    DEFAULT_MAX_ARTICLE_BYTES + crate::output::MAX_DEDUP_MEMBER_BYTES;
+
+/// A reading with no record and no end for this long fails (broker unreachable, say).
+const STALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The output topics to read.
+#[derive(Debug, Clone)]
+pub struct TopicSource {
+    /// librdkafka properties of a reader, `bootstrap.servers` included.
+    pub properties: BTreeMap<String, String>,
+    pub topics: Vec<String>,
+}
+
+/// Progress lines on stderr every `every` (None: quiet).
+struct Progress {
+    label: &'static str,
+    every: Option<Duration>,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(label: &'static str, every: Option<Duration>) -> Self {
+        Progress {
+            label,
+            every,
+            last: Instant::now(),
+        }
+    }
+
+    /// Prints a line if it is time: `done` of about `total` (None: unknown) records.
+    fn tick(&mut self, s: &RestoreSummary, share_done: Option<f64>) {
+        let Some(every) = self.every else { return };
+        if self.last.elapsed() < every {
+            return;
+        }
+        self.last = Instant::now();
+        let rate = s.records_per_sec();
+        let eta = match share_done {
+            Some(f) if f > 0.0 && f < 1.0 => {
+                format!(
+                    ", {:.0}% done, ETA {:.0}s",
+                    f * 100.0,
+                    s.elapsed.as_secs_f64() * (1.0 - f) / f
+                )
+            }
+            _ => String::new(),
+        };
+        eprintln!(
+            "{}: {} records ({rate:.0}/s): {} added, {} replaced, {} already indexed{eta}",
+            self.label, s.records, s.inserted, s.replaced, s.already_indexed
+        );
+    }
+}
+
+fn run_error(e: RestoreRunError) -> anyhow::Error {
+    match e {
+        RestoreRunError::Identity(e) => anyhow::Error::new(e).context("refusing to rebuild"),
+        other => anyhow::Error::new(other),
+    }
+}
+
+/// Rebuilds from `batch` output files, in order.
+pub fn rebuild_from_files(
+    index: &mut RocksIndex,
+    fingerprinter: &Fingerprinter,
+    inputs: &[PathBuf],
+    threads: usize,
+    progress_every: Option<Duration>,
+) -> Result<RestoreSummary> {
+    let mut files = Vec::with_capacity(inputs.len());
+    let mut total_bytes = 0u64;
+    for path in inputs {
+        let file =
+            File::open(path).with_context(|| format!("cannot open input {}", path.display()))?;
+        total_bytes += file.metadata().map(|m| m.len()).unwrap_or(0);
+        files.push(BufReader::with_capacity(1 << 16, file));
+    }
+    let read = Arc::new(AtomicU64::new(0));
+    let counter = read.clone();
+    let mut files = files.into_iter();
+    let mut current = files.next();
+    let next = move || -> io::Result<Option<SourceRecord>> {
+        while let Some(reader) = current.as_mut() {
+            match read_line_limited(reader, MAX_RECORD_BYTES)? {
+                Some(Line::Bytes(bytes)) => {
+                    counter.fetch_add(bytes.len() as u64 + 1, Ordering::Relaxed);
+                    return Ok(Some(SourceRecord {
+                        bytes,
+                        timestamp_ms: None,
+                        position: None,
+                    }));
+                }
+                // Not a record `batch` writes: reported as unreadable.
+                Some(Line::TooLong(n)) => {
+                    counter.fetch_add(n as u64 + 1, Ordering::Relaxed);
+                    return Ok(Some(SourceRecord {
+                        bytes: Vec::new(),
+                        timestamp_ms: None,
+                        position: None,
+                    }));
+                }
+                None => current = files.next(),
+            }
+        }
+        Ok(None)
+    };
+    let mut progress = Progress::new("rebuild", progress_every);
+    restore_all(next, index, fingerprinter, MAX_RECORD_BYTES, threads, |s| {
+        let done = read.load(Ordering::Relaxed) as f64 / total_bytes.max(1) as f64;
+        progress.tick(s, Some(done));
+    })
+    .map_err(run_error)
+}
+
+/// Reads the output topics from the index's stored positions up to their ends (as they are
+/// when reading starts), applying every record. Used by `index rebuild --brokers` and by `run`
+/// before it takes over a standby's directory.
+pub fn rebuild_from_topics(
+    index: &mut RocksIndex,
+    fingerprinter: &Fingerprinter,
+    source: &TopicSource,
+    threads: usize,
+    progress_every: Option<Duration>,
+    label: &'static str,
+) -> Result<RestoreSummary> {
+    let positions = index.positions()?;
+    if !positions.is_empty() {
+        tracing::info!("{label}: resuming from the stored positions {positions:?}");
+    }
+    let mut follower = Follower::start(&source.properties, &source.topics, &positions, label)?;
+    let total = follower.remaining_at_start;
+    let next = move || -> io::Result<Option<SourceRecord>> {
+        loop {
+            if let Some(record) = follower.poll(Duration::from_millis(200)) {
+                return Ok(Some(record));
+            }
+            if follower.caught_up() {
+                return Ok(None);
+            }
+            if follower.idle() > STALL_TIMEOUT {
+                return Err(io::Error::other(format!(
+                    "no record from the output topics for {}s and not at their end (is the broker reachable? last error: {})",
+                    STALL_TIMEOUT.as_secs(),
+                    if follower.last_error().is_empty() { "none" } else { follower.last_error() }
+                )));
+            }
+        }
+    };
+    let mut progress = Progress::new(label, progress_every);
+    let summary = restore_all(next, index, fingerprinter, MAX_RECORD_BYTES, threads, |s| {
+        progress.tick(s, (total > 0).then(|| s.records as f64 / total as f64))
+    })
+    .map_err(run_error)?;
+    index.sync()?;
+    Ok(summary)
+}
+
+/// What a standby reports on /metrics and /ready.
+#[derive(Debug, Default)]
+pub struct StandbyStatus {
+    /// Records behind the ends of the output topics at the last measurement.
+    pub lag: AtomicU64,
+    /// Set once the standby has read every output topic to its end.
+    pub caught_up_once: AtomicBool,
+    /// Set when the standby failed (the reason is logged).
+    pub failed: AtomicBool,
+}
+
+/// Follows the output topics until `stop` is set, keeping `index` current; measures the lag every
+/// `lag_every`.
+pub fn follow(
+    index: &mut RocksIndex,
+    fingerprinter: &Fingerprinter,
+    source: &TopicSource,
+    threads: usize,
+    stop: &AtomicBool,
+    status: &StandbyStatus,
+    lag_every: Duration,
+) -> Result<RestoreSummary> {
+    use crate::metrics as m;
+    let positions = index.positions()?;
+    if positions.is_empty() && crate::index::ArticleStore::counts(index).articles > 0 {
+        bail!(
+            "{} holds an index `run` built (no output-topic positions): a standby keeps its own directory; give it an empty --index-dir (it reads the output topics from their beginning)",
+            index.dir().display()
+        );
+    }
+    tracing::info!(
+        "standby: following {:?} from {}",
+        source.topics,
+        if positions.is_empty() {
+            "their beginning".to_owned()
+        } else {
+            format!("the stored positions {positions:?}")
+        }
+    );
+    let mut follower = Follower::start(&source.properties, &source.topics, &positions, "standby")?;
+    let mut last_lag = Instant::now() - lag_every;
+    let applied = metrics::counter!(m::STANDBY_RECORDS);
+    let next = move || -> io::Result<Option<SourceRecord>> {
+        loop {
+            if stop.load(Ordering::SeqCst) {
+                return Ok(None);
+            }
+            if last_lag.elapsed() >= lag_every {
+                last_lag = Instant::now();
+                match follower.lag() {
+                    Ok(lags) => {
+                        let mut total = 0;
+                        for (topic, partition, lag) in lags {
+                            total += lag;
+                            metrics::gauge!(m::STANDBY_LAG, "topic" => topic.to_string(), "partition" => partition.to_string())
+                                .set(lag as f64);
+                        }
+                        status.lag.store(total as u64, Ordering::Relaxed);
+                    }
+                    Err(e) => tracing::warn!("standby: cannot measure the lag: {e:#}"),
+                }
+            }
+            if let Some(record) = follower.poll(Duration::from_millis(200)) {
+                applied.increment(1);
+                return Ok(Some(record));
+            }
+            if follower.caught_up() && !status.caught_up_once.swap(true, Ordering::SeqCst) {
+                tracing::info!("standby: caught up with the output topics");
+                metrics::gauge!(m::STANDBY_CAUGHT_UP).set(1.0);
+            }
+        }
+    };
+    let summary = restore_all(
+        next,
+        index,
+        fingerprinter,
+        MAX_RECORD_BYTES,
+        threads,
+        |_| {},
+    )
+    .map_err(run_error);
+    if summary.is_err() {
+        status.failed.store(true, Ordering::SeqCst);
+    }
+    index.sync()?;
+    summary
+}

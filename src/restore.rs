@@ -1,0 +1,381 @@
+//! Index entries from the service's own output records: how `index rebuild`, `standby` and the
+//! takeover of a standby's directory turn a record of `articles.unique` / `articles.duplicate`
+//! (or a line of `batch` output) back into what the decision stored when it was made.
+//!
+//! An output record is the input article plus its `dedup` member, so it carries everything: the
+//! text (the content sketch is recomputed from it), the fingerprint and the decision with its
+//! match. The fingerprint is recomputed too and must equal the recorded one: records made with
+//! another fingerprint identity (other dictionaries, stop words, parameters) are refused, since
+//! their fingerprints are not comparable with the ones this configuration makes.
+//!
+//! Applying a restored article is idempotent, so the same records may be applied any number of
+//! times and in any overlap (a standby restarted after `kill -9`, a takeover re-reading what the
+//! standby already had): an id already stored with the same fingerprint is left as it is; a
+//! different version replaces the stored one only when its revision number is higher.
+
+use crate::article::Article;
+use crate::error::IndexError;
+use crate::fingerprint::Fingerprinter;
+use crate::index::{MatchRef, Revision, StoredArticle, StoredDecision};
+use crate::simhash::Fingerprint;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Why an output record cannot be restored.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RestoreError {
+    /// The record is not an article with a `dedup` decision (not JSON, a DLQ record...).
+    #[error("not a decided article: {0}")]
+    NotDecided(String),
+    /// The recomputed fingerprint differs from the recorded one.
+    #[error(
+        "article {id:?} was fingerprinted {recorded} when it was decided, the configured fingerprint \
+         identity gives {recomputed}: the records were made with another fingerprint configuration \
+         (dictionaries, stop words, IDF table or parameters). Rebuild with the configuration they \
+         were made with (--config), or replay the input topic into a new index instead"
+    )]
+    IdentityMismatch {
+        id: String,
+        recorded: Fingerprint,
+        recomputed: Fingerprint,
+    },
+}
+
+/// An article as the decision stored it, recovered from its output record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restored {
+    pub id: String,
+    /// `seq` is 0: the writer gives the next sequence number of its index.
+    pub article: StoredArticle,
+    /// Unique articles become searchable again; duplicates keep their decision for replays.
+    pub searchable: bool,
+}
+
+/// The `dedup` member of an output record.
+#[derive(Deserialize)]
+struct DedupMember {
+    decision: String,
+    #[serde(default)]
+    fingerprint: Option<Fingerprint>,
+    #[serde(rename = "match", default)]
+    matched: Option<MatchRef>,
+    #[serde(default)]
+    revision: Option<u32>,
+    #[serde(default)]
+    previous_fingerprint: Option<Fingerprint>,
+}
+
+#[derive(Deserialize)]
+struct WithDedup {
+    dedup: Option<DedupMember>,
+}
+
+/// Restores one output record. `decided_ms` is when it was decided (the record's timestamp
+/// where it has one). `Ok(None)`: a record to skip (an invalid input's DLQ record).
+pub fn restore(
+    record: &[u8],
+    fingerprinter: &Fingerprinter,
+    max_bytes: usize,
+    decided_ms: u64,
+) -> Result<Option<Restored>, RestoreError> {
+    let member = serde_json::from_slice::<WithDedup>(record)
+        .map_err(|e| RestoreError::NotDecided(format!("not a JSON object with `dedup`: {e}")))?
+        .dedup
+        .ok_or_else(|| RestoreError::NotDecided("no `dedup` member".into()))?;
+    let decision = match member.decision.as_str() {
+        "unique" => StoredDecision::Unique,
+        "duplicate" => StoredDecision::Duplicate,
+        "invalid" => return Ok(None),
+        other => {
+            return Err(RestoreError::NotDecided(format!(
+                "unknown decision {other:?}"
+            )))
+        }
+    };
+    let recorded = member
+        .fingerprint
+        .ok_or_else(|| RestoreError::NotDecided("`dedup` has no fingerprint".into()))?;
+    if decision == StoredDecision::Duplicate && member.matched.is_none() {
+        return Err(RestoreError::NotDecided(
+            "a duplicate without its `match`".into(),
+        ));
+    }
+    let article = Article::parse(record, max_bytes)
+        .map_err(|e| RestoreError::NotDecided(format!("not a valid article: {e}")))?;
+    let fingerprinted = fingerprinter
+        .fingerprint(article.title(), article.content())
+        .map_err(|e| RestoreError::NotDecided(e.to_string()))?;
+    if fingerprinted.fingerprint != recorded {
+        return Err(RestoreError::IdentityMismatch {
+            id: article.id().to_owned(),
+            recorded,
+            recomputed: fingerprinted.fingerprint,
+        });
+    }
+    let revision = match (member.revision, member.previous_fingerprint) {
+        (Some(number), Some(previous_fingerprint)) => Some(Revision {
+            number,
+            previous_fingerprint,
+        }),
+        _ => None,
+    };
+    let title = article.title();
+    Ok(Some(Restored {
+        id: article.id().to_owned(),
+        article: StoredArticle {
+            seq: 0,
+            fingerprint: recorded,
+            url: article.url().map(str::to_owned),
+            title: (!title.is_empty()).then(|| title.to_owned()),
+            first_seen_ms: decided_ms,
+            decision,
+            matched: member.matched,
+            sketch: Some(fingerprinted.sketch),
+            revision,
+        },
+        searchable: decision == StoredDecision::Unique,
+    }))
+}
+
+/// What applying a restored article to an index does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Apply {
+    /// The id is not stored yet.
+    Insert,
+    /// A newer version of a stored id: replaces the stored one.
+    Replace(Box<StoredArticle>),
+    /// Already stored (the same version, or a newer one).
+    Skip,
+}
+
+/// The rule that makes applying idempotent: see the module documentation.
+pub fn apply_rule(stored: Option<StoredArticle>, incoming: &StoredArticle) -> Apply {
+    match stored {
+        None => Apply::Insert,
+        Some(s) if s.fingerprint == incoming.fingerprint => Apply::Skip,
+        Some(s) => {
+            let number = |a: &StoredArticle| a.revision.map_or(0, |r| r.number);
+            if number(incoming) > number(&s) {
+                Apply::Replace(Box::new(s))
+            } else {
+                Apply::Skip
+            }
+        }
+    }
+}
+
+/// An index that restored articles can be applied to.
+pub trait RestoreTarget {
+    /// Applies `restored` (when given) and records `position` (topic, partition, next offset to
+    /// read; when given) in one atomic write.
+    fn apply_restored(
+        &mut self,
+        restored: Option<&Restored>,
+        position: Option<(&str, i32, i64)>,
+    ) -> Result<Apply, IndexError>;
+}
+
+/// One output record to restore, from a topic or a file.
+#[derive(Debug, Clone)]
+pub struct SourceRecord {
+    pub bytes: Vec<u8>,
+    /// When it was decided: the record's timestamp (ms since the epoch); None for a file line.
+    pub timestamp_ms: Option<u64>,
+    /// Where it was read (topic, partition, offset); None for a file line.
+    pub position: Option<(Arc<str>, i32, i64)>,
+}
+
+/// Counters of a restore run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RestoreSummary {
+    /// Records read.
+    pub records: u64,
+    /// Articles added to the index.
+    pub inserted: u64,
+    /// Stored articles replaced by a later revision.
+    pub replaced: u64,
+    /// Records of articles the index already held (same version or newer).
+    pub already_indexed: u64,
+    /// Records of invalid inputs (DLQ records), which have nothing to restore.
+    pub invalid_inputs: u64,
+    /// Records that are not decided articles (not JSON, no `dedup`...): skipped, with the first
+    /// few reasons in `unreadable_examples`.
+    pub unreadable: u64,
+    pub unreadable_examples: Vec<String>,
+    #[serde(serialize_with = "secs")]
+    pub elapsed: Duration,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64((d.as_secs_f64() * 1000.0).round() / 1000.0)
+}
+
+impl RestoreSummary {
+    pub fn records_per_sec(&self) -> f64 {
+        self.records as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Why a restore run stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreRunError {
+    #[error(transparent)]
+    Identity(RestoreError),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error("reading the records: {0}")]
+    Io(#[from] io::Error),
+}
+
+/// How many unreadable records are quoted in the summary.
+const UNREADABLE_EXAMPLES: usize = 5;
+
+/// Restores every record `next` yields (until it returns None) into `target`: records are
+/// parsed and fingerprinted on `threads` workers and applied in the order read, each with its
+/// position in the same write. `progress` is called after each applied record. Stops at the first
+/// record made with another fingerprint identity.
+pub fn restore_all<T: RestoreTarget>(
+    next: impl FnMut() -> io::Result<Option<SourceRecord>> + Send,
+    target: &mut T,
+    fingerprinter: &Fingerprinter,
+    max_bytes: usize,
+    threads: usize,
+    mut progress: impl FnMut(&RestoreSummary),
+) -> Result<RestoreSummary, RestoreRunError> {
+    let started = Instant::now();
+    let mut summary = RestoreSummary::default();
+    let now = crate::dedup::now_ms();
+    crate::batch::ordered_map(
+        next,
+        threads,
+        threads * 64,
+        |rec: SourceRecord| {
+            let decided = rec.timestamp_ms.unwrap_or(now);
+            let restored = restore(&rec.bytes, fingerprinter, max_bytes, decided);
+            (restored, rec.position)
+        },
+        |_, (restored, position)| -> Result<(), RestoreRunError> {
+            summary.records += 1;
+            let position = position
+                .as_ref()
+                .map(|(topic, partition, offset)| (&**topic, *partition, offset + 1));
+            let restored = match restored {
+                Ok(Some(r)) => Some(r),
+                Ok(None) => {
+                    summary.invalid_inputs += 1;
+                    None
+                }
+                Err(e @ RestoreError::IdentityMismatch { .. }) => {
+                    return Err(RestoreRunError::Identity(e))
+                }
+                Err(RestoreError::NotDecided(why)) => {
+                    summary.unreadable += 1;
+                    if summary.unreadable_examples.len() < UNREADABLE_EXAMPLES {
+                        let at = match position {
+                            Some((t, p, next)) => format!("{t} [{p}] offset {}", next - 1),
+                            None => format!("record {}", summary.records),
+                        };
+                        summary.unreadable_examples.push(format!("{at}: {why}"));
+                    }
+                    None
+                }
+            };
+            if restored.is_some() || position.is_some() {
+                match target.apply_restored(restored.as_ref(), position)? {
+                    Apply::Insert => summary.inserted += 1,
+                    Apply::Replace(_) => summary.replaced += 1,
+                    Apply::Skip if restored.is_some() => summary.already_indexed += 1,
+                    Apply::Skip => {}
+                }
+            }
+            summary.elapsed = started.elapsed();
+            progress(&summary);
+            Ok(())
+        },
+    )?;
+    summary.elapsed = started.elapsed();
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::FingerprintConfig;
+
+    fn fp() -> Fingerprinter {
+        Fingerprinter::new(&FingerprintConfig::default()).unwrap()
+    }
+
+    const TEXT: &str =
+        "国家统计局今天发布数据，十月份全国居民消费价格同比上涨百分之二点一，环比持平。";
+
+    fn decided(fpr: &Fingerprinter, extra: &str) -> String {
+        let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
+        format!(
+            r#"{{"id":"a1","title":"标题","content":"{TEXT}","dedup":{{"decision":"unique","fingerprint":"{}"{extra}}}}}"#,
+            f.to_hex()
+        )
+    }
+
+    #[test]
+    fn a_unique_record_comes_back_searchable_with_its_sketch() {
+        let fpr = fp();
+        let r = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 42)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.id, "a1");
+        assert!(r.searchable);
+        assert_eq!(r.article.decision, StoredDecision::Unique);
+        assert_eq!(r.article.first_seen_ms, 42);
+        assert_eq!(r.article.title.as_deref(), Some("标题"));
+        assert_eq!(
+            r.article.sketch,
+            Some(fpr.fingerprint("标题", TEXT).unwrap().sketch)
+        );
+    }
+
+    #[test]
+    fn another_identity_is_refused_and_dlq_records_are_skipped() {
+        let fpr = fp();
+        let record = decided(&fpr, "");
+        let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
+        let tampered = record.replace(&f.to_hex(), &Fingerprint(f.0 ^ 1).to_hex());
+        assert!(matches!(
+            restore(tampered.as_bytes(), &fpr, 1 << 20, 0),
+            Err(RestoreError::IdentityMismatch { .. })
+        ));
+        let dlq = br#"{"line":3,"dedup":{"decision":"invalid","error":"bad_json: x"}}"#;
+        assert_eq!(restore(dlq, &fpr, 1 << 20, 0), Ok(None));
+        assert!(matches!(
+            restore(b"{not json", &fpr, 1 << 20, 0),
+            Err(RestoreError::NotDecided(_))
+        ));
+    }
+
+    #[test]
+    fn applying_is_idempotent_and_keeps_the_newest_revision() {
+        let fpr = fp();
+        let first = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 0)
+            .unwrap()
+            .unwrap()
+            .article;
+        assert_eq!(apply_rule(None, &first), Apply::Insert);
+        assert_eq!(apply_rule(Some(first.clone()), &first), Apply::Skip);
+        let revised = StoredArticle {
+            fingerprint: Fingerprint(first.fingerprint.0 ^ 0xff),
+            revision: Some(Revision {
+                number: 1,
+                previous_fingerprint: first.fingerprint,
+            }),
+            ..first.clone()
+        };
+        assert_eq!(
+            apply_rule(Some(first.clone()), &revised),
+            Apply::Replace(Box::new(first.clone()))
+        );
+        // The older version read after the newer one changes nothing.
+        assert_eq!(apply_rule(Some(revised), &first), Apply::Skip);
+    }
+}
