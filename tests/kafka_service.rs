@@ -18,7 +18,6 @@ use serde_json::{json, Value};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 // ---------------------------------------------------------------------------------------------
@@ -104,34 +103,6 @@ fn write_jsonl(path: &Path, inputs: &[Input]) {
         f.write_all(b"\n").expect("write");
     }
     f.flush().expect("flush");
-}
-
-fn run_batch(input: &Path, output: &Path, index: &Path) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
-        .args([
-            "batch",
-            "--quiet",
-            "--max-article-bytes",
-            "200000",
-            "--input",
-        ])
-        .arg(input)
-        .arg("--output")
-        .arg(output)
-        .arg("--index-dir")
-        .arg(index)
-        .output()
-        .expect("batch");
-    assert!(
-        out.status.success(),
-        "batch failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::read_to_string(output)
-        .expect("batch output")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("batch line"))
-        .collect()
 }
 
 /// Checks every output against its input: valid -> unique/duplicate topic with the article plus
@@ -399,7 +370,7 @@ fn kafka_run_survives_kill_9_and_decides_every_input_once() {
     let jsonl = dir.path().join("valid.jsonl");
     let valid_inputs: Vec<Input> = inputs.iter().filter(|i| i.bad.is_none()).cloned().collect();
     write_jsonl(&jsonl, &valid_inputs);
-    let batch = run_batch(
+    let batch = common::run_batch(
         &jsonl,
         &dir.path().join("batch.jsonl"),
         &dir.path().join("batch-index"),
@@ -503,7 +474,7 @@ fn kafka_single_partition_equals_batch_and_sigterm_exits_0() {
     // Same input through `batch`: one line per input, in order.
     let jsonl = dir.path().join("input.jsonl");
     write_jsonl(&jsonl, &inputs);
-    let batch = run_batch(
+    let batch = common::run_batch(
         &jsonl,
         &dir.path().join("batch.jsonl"),
         &dir.path().join("batch-index"),

@@ -14,7 +14,6 @@
 use crate::restore::SourceRecord;
 use anyhow::{anyhow, bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
@@ -67,7 +66,6 @@ impl Follower {
             .set("group.id", client_id)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("enable.partition.eof", "true")
             .set("auto.offset.reset", "earliest");
         let consumer: BaseConsumer = config
             .create()
@@ -107,7 +105,6 @@ impl Follower {
     /// The next record, or None when none arrived within `timeout`.
     pub fn poll(&mut self, timeout: Duration) -> Option<SourceRecord> {
         match self.consumer.poll(timeout)? {
-            Err(KafkaError::PartitionEOF(_)) => None,
             Err(e) => {
                 let text = e.to_string();
                 if text != self.last_error {

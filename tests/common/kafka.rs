@@ -108,6 +108,18 @@ pub fn free_port() -> u16 {
 }
 
 pub fn start_service(brokers: &str, index: &Path, log: &Path, extra: &[&str]) -> Service {
+    start_command("run", brokers, index, log, extra)
+}
+
+/// `newsdedup <command>` (`run` or `standby`, which take the same settings) with the test
+/// defaults of `start_service`.
+pub fn start_command(
+    command: &str,
+    brokers: &str,
+    index: &Path,
+    log: &Path,
+    extra: &[&str],
+) -> Service {
     let port = free_port();
     let metrics = format!("127.0.0.1:{port}");
     let log_file = std::fs::OpenOptions::new()
@@ -116,7 +128,7 @@ pub fn start_service(brokers: &str, index: &Path, log: &Path, extra: &[&str]) ->
         .open(log)
         .expect("service log");
     let child = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
-        .arg("run")
+        .arg(command)
         .args(["--brokers", brokers, "--metrics-addr", &metrics])
         .arg("--index-dir")
         .arg(index)
@@ -133,7 +145,7 @@ pub fn start_service(brokers: &str, index: &Path, log: &Path, extra: &[&str]) ->
         .stdout(Stdio::null())
         .stderr(log_file)
         .spawn()
-        .expect("spawn newsdedup run");
+        .unwrap_or_else(|e| panic!("spawn newsdedup {command}: {e}"));
     Service {
         child,
         log: log.to_owned(),

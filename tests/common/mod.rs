@@ -5,7 +5,7 @@ pub mod kafka;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The shared corpus (read at run time, never copied into the repository).
 pub fn corpus_dir() -> PathBuf {
@@ -187,4 +187,33 @@ pub fn malformed_records() -> Vec<(Vec<u8>, &'static str)> {
             "no_features",
         ),
     ]
+}
+
+/// `newsdedup batch` over `input` into `index`; the output records.
+pub fn run_batch(input: &Path, output: &Path, index: &Path) -> Vec<Value> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+        .args([
+            "batch",
+            "--quiet",
+            "--max-article-bytes",
+            "200000",
+            "--input",
+        ])
+        .arg(input)
+        .arg("--output")
+        .arg(output)
+        .arg("--index-dir")
+        .arg(index)
+        .output()
+        .expect("batch");
+    assert!(
+        out.status.success(),
+        "batch failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read_to_string(output)
+        .expect("batch output")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("batch line"))
+        .collect()
 }
