@@ -8,6 +8,7 @@ use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
 use crate::kafka::engine::{Engine, LocalPreparer};
+use crate::kafka::exclusive::{self, ExclusiveWatch};
 use crate::kafka::producer::{self, Acks, ProducerSink};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::{Health, ServiceClientContext, State};
@@ -107,7 +108,18 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     );
     let consumer = subscribe(&settings, &tracker, &engine, &health)?;
 
+    let watch = settings.exclusive_grace().map(|grace| {
+        ExclusiveWatch::spawn(
+            consumer.clone(),
+            consumer.context().shared.clone(),
+            settings.service.group_id.clone(),
+            grace,
+        )
+    });
     let exit = consumer::run_loop(&consumer, &mut engine, &settings, &stop);
+    if let Some(watch) = watch {
+        watch.stop();
+    }
 
     // Shutdown: outputs flushed, consumer closed (its revoke callback commits once more), then
     // the engine (final WAL sync, RocksDB closed).
@@ -367,6 +379,11 @@ fn subscribe(
         )
         .context("cannot create the Kafka consumer (check -X properties)")?,
     );
+    if let Some(grace) = settings.exclusive_grace() {
+        exclusive::wait_for_empty_group(&*consumer, &s.group_id, grace)
+            .map_err(anyhow::Error::msg)
+            .context("refusing to start")?;
+    }
     consumer
         .subscribe(&[&s.input_topic])
         .with_context(|| format!("cannot subscribe to {}", s.input_topic))?;

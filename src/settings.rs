@@ -83,6 +83,11 @@ pub struct ServiceConfig {
     /// the broker is reachable: a stuck pipeline, for the orchestrator to restart
     #[arg(long, env = "NEWSDEDUP_PROGRESS_TIMEOUT_MS", default_value_t = defaults().progress_timeout_ms)]
     pub progress_timeout_ms: u64,
+    /// One active instance: stop (exit non-zero after committing) when other members of the
+    /// group hold partitions of the input topic for this long (ms), and wait this long at start
+    /// for members already in the group to leave; 0 = allow several members
+    #[arg(long, env = "NEWSDEDUP_EXCLUSIVE_GRACE_MS", default_value_t = defaults().exclusive_grace_ms)]
+    pub exclusive_grace_ms: u64,
     /// librdkafka properties for both the consumer and the producer, e.g.
     /// `"security.protocol" = "SSL"` (quote keys with dots). File only; `-X` on the command line.
     #[arg(skip)]
@@ -110,6 +115,7 @@ impl Default for ServiceConfig {
             rebalance_timeout_ms: 20_000,
             max_retry_ms: 600_000,
             progress_timeout_ms: 120_000,
+            exclusive_grace_ms: 60_000,
             kafka: BTreeMap::new(),
         }
     }
@@ -252,6 +258,12 @@ impl Settings {
 
     pub fn progress_timeout(&self) -> Duration {
         Duration::from_millis(self.service.progress_timeout_ms)
+    }
+
+    /// None: several members are allowed (`exclusive_grace_ms` = 0).
+    pub fn exclusive_grace(&self) -> Option<Duration> {
+        (self.service.exclusive_grace_ms > 0)
+            .then(|| Duration::from_millis(self.service.exclusive_grace_ms))
     }
 }
 

@@ -571,11 +571,14 @@ fn kafka_rebalance_commits_before_releasing_partitions() {
             ("articles.dlq", 1),
         ],
     );
+    // Two members on purpose (the rebalance is what is tested): the one-instance check is off.
     let args = [
         "--rebalance-timeout-ms",
         "5000",
         "--commit-interval-ms",
         "200",
+        "--exclusive-grace-ms",
+        "0",
     ];
 
     // Records keep arriving (about 12 s) while members join and leave.

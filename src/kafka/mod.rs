@@ -20,6 +20,7 @@
 pub mod audit_source;
 pub mod consumer;
 pub mod engine;
+pub mod exclusive;
 pub mod follow;
 pub mod producer;
 pub mod record;
