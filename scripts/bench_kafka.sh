@@ -13,6 +13,10 @@
 #   SECONDS; latency = output record timestamp - input record timestamp (both create times), and
 #   also until a downstream consumer (fetch.wait.max.ms=10) has the output record. p50/p99/max.
 #
+# Phase 3 (rebuild): with the service stopped, `newsdedup index rebuild --brokers` reads the output
+#   topics back into a new index; its rate (records/s, from its summary) is printed beside the
+#   service's sustained rate, the goal being a rebuild at least as fast as the service.
+#
 # Extra `newsdedup run` arguments: NEWSDEDUP_BENCH_ARGS (e.g. "-X fetch.wait.max.ms=20").
 # Another build of the service (an A/B against an older commit): NEWSDEDUP_BENCH_BIN=/path/newsdedup.
 # Also printed: the service's peak RSS (VmHWM) and the mean records per index fsync (group commit).
@@ -71,6 +75,10 @@ kill -TERM "$SERVICE_PID"
 wait "$SERVICE_PID"
 SERVICE_PID=""
 
+echo "== rebuild from the output topics" >&2
+REBUILD="$("$BIN" index rebuild --brokers "$B" --index-dir "$WORK/rebuilt" --quiet)"
+echo "$REBUILD" >&2
+
 stage() { # mean seconds of a stage from the metrics text
     awk -v s="$1" '$1 == "newsdedup_stage_seconds_sum{stage=\"" s "\"}" {sum=$2}
                    $1 == "newsdedup_stage_seconds_count{stage=\"" s "\"}" {n=$2}
@@ -84,9 +92,10 @@ group() { # mean records per index fsync (absent before group commit existed)
 }
 
 python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" "$(stage sync)" \
-    "$PEAK_RSS_KB" "$(group)" <<'PY'
+    "$PEAK_RSS_KB" "$(group)" "$REBUILD" <<'PY'
 import json, platform, sys
-t, l = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+t, l, r = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[9])
+rebuild_rate = r["records"] / max(r["elapsed"], 1e-9)
 cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
 print(json.dumps({
     "machine": {"cores": int(sys.argv[3]), "cpu": cpu},
@@ -99,5 +108,8 @@ print(json.dumps({
     "latency_at_rate": l["offered_rate"],
     "latency_to_output_record_ms": l["latency_to_output_record_ms"],
     "latency_to_downstream_receipt_ms": l["latency_to_downstream_receipt_ms"],
+    "rebuild_records": r["records"],
+    "rebuild_records_per_sec": round(rebuild_rate),
+    "rebuild_vs_sustained": round(rebuild_rate / t["articles_per_sec"], 2),
 }, indent=2))
 PY
