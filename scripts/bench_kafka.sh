@@ -13,6 +13,8 @@
 #   SECONDS; latency = output record timestamp - input record timestamp (both create times), and
 #   also until a downstream consumer (fetch.wait.max.ms=10) has the output record. p50/p99/max.
 #
+# A standby (`newsdedup standby`, own index) follows the output topics throughout; during phase 2 its
+#   lag (sum of newsdedup_standby_lag_records) is sampled every second: mean and max are printed.
 # Phase 3 (rebuild): with the service stopped, `newsdedup index rebuild --brokers` reads the output
 #   topics back into a new index; its rate (records/s, from its summary) is printed beside the
 #   service's sustained rate, the goal being a rebuild at least as fast as the service.
@@ -38,11 +40,15 @@ LOAD="$CARGO_TARGET_DIR/release/examples/kafka_load"
 
 WORK="$(mktemp -d /tmp/newsdedup-bench.XXXXXX)"
 SERVICE_PID=""
+STANDBY_PID=""
+SAMPLER_PID=""
 cleanup() {
-    if [[ -n "$SERVICE_PID" ]] && kill -0 "$SERVICE_PID" 2>/dev/null; then
-        kill -TERM "$SERVICE_PID" 2>/dev/null || true
-        wait "$SERVICE_PID" 2>/dev/null || true
-    fi
+    for pid in "$SAMPLER_PID" "$SERVICE_PID" "$STANDBY_PID"; do
+        if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
     scripts/broker.sh stop --state-dir "$WORK/broker" >/dev/null 2>&1 || true
     rm -rf "$WORK"
 }
@@ -61,12 +67,29 @@ PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); p
     ${NEWSDEDUP_BENCH_ARGS:-} 2>"$WORK/service.log" &
 SERVICE_PID=$!
 
+STANDBY_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+"$BIN" standby --brokers "$B" --index-dir "$WORK/standby" --metrics-addr "127.0.0.1:$STANDBY_PORT" \
+    2>"$WORK/standby.log" &
+STANDBY_PID=$!
+
 echo "== throughput over the backlog" >&2
 THROUGHPUT="$("$LOAD" measure --brokers "$B" --expect "$N" --idle-timeout 120)"
 echo "$THROUGHPUT" >&2
 
 echo "== latency at $RATE articles/s for ${SECS}s" >&2
+( while sleep 1; do
+      curl -s "http://127.0.0.1:$STANDBY_PORT/metrics" 2>/dev/null |
+          awk '$1 ~ /^newsdedup_standby_lag_records[{]/ {s += $2} END {print s + 0}'
+  done >"$WORK/standby_lag" ) &
+SAMPLER_PID=$!
 LATENCY="$("$LOAD" latency --brokers "$B" --rate "$RATE" --seconds "$SECS" --skip "$N")"
+kill "$SAMPLER_PID" 2>/dev/null || true
+wait "$SAMPLER_PID" 2>/dev/null || true
+SAMPLER_PID=""
+STANDBY_LAG="$(awk '{n++; s+=$1; if ($1>m) m=$1} END {printf "{\"samples\": %d, \"mean\": %.0f, \"max\": %d}", n, (n ? s/n : 0), m}' "$WORK/standby_lag")"
+kill -TERM "$STANDBY_PID"
+wait "$STANDBY_PID" || true
+STANDBY_PID=""
 echo "$LATENCY" >&2
 
 METRICS="$(curl -s "http://127.0.0.1:$PORT/metrics" 2>/dev/null || true)"
@@ -92,9 +115,10 @@ group() { # mean records per index fsync (absent before group commit existed)
 }
 
 python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" "$(stage sync)" \
-    "$PEAK_RSS_KB" "$(group)" "$REBUILD" <<'PY'
+    "$PEAK_RSS_KB" "$(group)" "$REBUILD" "$STANDBY_LAG" <<'PY'
 import json, platform, sys
 t, l, r = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[9])
+standby_lag = json.loads(sys.argv[10])
 rebuild_rate = r["records"] / max(r["elapsed"], 1e-9)
 cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
 print(json.dumps({
@@ -108,6 +132,7 @@ print(json.dumps({
     "latency_at_rate": l["offered_rate"],
     "latency_to_output_record_ms": l["latency_to_output_record_ms"],
     "latency_to_downstream_receipt_ms": l["latency_to_downstream_receipt_ms"],
+    "standby_lag_records_at_rate": standby_lag,
     "rebuild_records": r["records"],
     "rebuild_records_per_sec": round(rebuild_rate),
     "rebuild_vs_sustained": round(rebuild_rate / t["articles_per_sec"], 2),

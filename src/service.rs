@@ -379,10 +379,8 @@ fn subscribe(
         )
         .context("cannot create the Kafka consumer (check -X properties)")?,
     );
-    if let Some(grace) = settings.exclusive_grace() {
-        exclusive::wait_for_empty_group(&*consumer, &s.group_id, grace)
-            .map_err(anyhow::Error::msg)
-            .context("refusing to start")?;
+    if settings.exclusive_grace().is_some() {
+        exclusive::count_partitions(&*consumer, &s.input_topic, health);
     }
     consumer
         .subscribe(&[&s.input_topic])

@@ -125,6 +125,23 @@ fn assert_verifies(index: &Path) {
     );
 }
 
+/// Waits for a standby's /ready to say it is caught up.
+fn wait_ready(standby: &common::kafka::Service) {
+    let start = Instant::now();
+    loop {
+        if let Some((200, body)) = standby.http("/ready") {
+            assert!(body.contains("caught up"), "{body}");
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "standby never ready: {}",
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn covered(coords: &[(i32, i64)]) -> HashSet<(i32, i64)> {
     coords.iter().copied().collect()
 }
@@ -263,25 +280,32 @@ fn a_standby_takes_over_after_kill_9_with_the_uninterrupted_decisions() {
         active.log()
     });
     // The standby catches up and says so.
-    let start = Instant::now();
-    loop {
-        if let Some((200, body)) = standby.http("/ready") {
-            assert!(body.contains("caught up"), "{body}");
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "standby never ready: {}",
-            standby.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_ready(&standby);
     let metrics = standby.http("/metrics").expect("standby /metrics").1;
     assert!(
         metrics.contains("newsdedup_standby_lag_records{"),
         "{metrics}"
     );
     assert!(common::kafka::metric(&metrics, "newsdedup_standby_records_total") > 0.0);
+
+    // The standby survives its own kill -9: it resumes at the positions its index stored, so
+    // it reads nothing again.
+    standby.kill9();
+    let mut standby = start_command("standby", b, &standby_index, &standby_log, &[]);
+    standby.wait_http();
+    wait_ready(&standby);
+    assert!(
+        standby.log().contains("from the stored positions"),
+        "{}",
+        standby.log()
+    );
+    let metrics = standby.http("/metrics").expect("standby /metrics").1;
+    assert_eq!(
+        common::kafka::metric(&metrics, "newsdedup_standby_records_total"),
+        0.0,
+        "records read again after kill -9: {}",
+        standby.log()
+    );
 
     // The standby falls behind (stopped here, so the test knows it is behind), and the active
     // instance dies mid-stream (the second half is produced at 30 records/s): the takeover must

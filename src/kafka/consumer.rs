@@ -482,6 +482,9 @@ pub fn run_loop(
     let max_in_flight = settings.service.max_in_flight;
     let max_bytes = settings.service.max_in_flight_bytes;
     let mut paused = false;
+    // Backpressure: too many records or bytes in flight (with hysteresis).
+    let mut pressure = false;
+    let exclusive = settings.exclusive_grace().is_some();
     let mut last_export = Instant::now();
     metrics::gauge!(m::BROKER_UP).set(1.0);
     metrics::gauge!(m::FETCH_PAUSED).set(0.0);
@@ -498,16 +501,19 @@ pub fn run_loop(
             let t = shared.tracker.lock();
             (t.in_flight(), t.in_flight_bytes())
         };
-        if shared.rebalanced.swap(false, Ordering::SeqCst) && paused {
-            set_paused(consumer, true);
-        }
-        if !paused && (in_flight >= max_in_flight || bytes >= max_bytes) {
+        let rebalanced = shared.rebalanced.swap(false, Ordering::SeqCst);
+        if !pressure && (in_flight >= max_in_flight || bytes >= max_bytes) {
             tracing::debug!("{in_flight} records ({bytes} bytes) in flight: pausing fetch");
-            set_paused(consumer, true);
-            paused = true;
-        } else if paused && in_flight <= max_in_flight / 2 && bytes <= max_bytes / 2 {
-            set_paused(consumer, false);
-            paused = false;
+            pressure = true;
+        } else if pressure && in_flight <= max_in_flight / 2 && bytes <= max_bytes / 2 {
+            pressure = false;
+        }
+        // One active instance: nothing is fetched while another member holds partitions.
+        let shared_group = exclusive && !super::exclusive::alone(&shared.health);
+        let want_paused = pressure || shared_group;
+        if want_paused != paused || (rebalanced && paused) {
+            set_paused(consumer, want_paused);
+            paused = want_paused;
         }
         match consumer.poll(POLL) {
             None => {}

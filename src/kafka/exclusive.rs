@@ -1,89 +1,84 @@
 //! One active instance. The decision is single-writer on one index: a second `run` in the same
 //! group would split the input between two indexes and miss every duplicate whose original went
-//! to the other one. So `run` refuses to share its group:
+//! to the other one. So `run` decides only while it holds every partition of the input topic:
 //!
-//! * before joining, it waits (up to the grace period) for the group to have no member: a
-//!   crashed instance's member leaves after `session.timeout.ms`, a live one does not, and then
-//!   `run` exits with an error naming it, having decided nothing;
-//! * while running, a watch checks every few seconds that this member holds every partition of
-//!   the input topic; when it has not for longer than the grace period (another member joined
-//!   anyway, e.g. two instances started at the same moment), it stops the service like any fatal
-//!   error: /health 503 with the reason, commit what is done, exit non-zero.
+//! * the consumer loop pauses fetching whenever this member holds fewer partitions than the topic
+//!   has (`alone` below), so nothing is decided while the group is split;
+//! * a watch thread keeps the partition count current and stops the service, like any fatal error
+//!   (/health 503 with the reason, commit what is done, exit non-zero), once this member has held
+//!   fewer than every partition for longer than the grace period. A member that never held every
+//!   partition (the newcomer) goes after one grace period; one that did (the incumbent) waits
+//!   twice as long, so that the newcomer leaves first and the incumbent takes its partitions back.
+//!
+//! Group membership is not read at start (brokers disagree on when a crashed member stops being
+//! listed; Tansu lists it until the next rebalance), only named in the error.
 
 use super::consumer::{InputConsumer, Shared};
+use super::Health;
 use rdkafka::consumer::{Consumer, ConsumerContext};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often the watch looks at the assignment.
-const WATCH_EVERY: Duration = Duration::from_secs(2);
+/// How often the watch looks at the assignment and refreshes the partition count.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
 
-/// The members of `group`, as `client.id@host (member id)`.
-fn members<C: ConsumerContext>(
+/// Whether this member holds every partition of the input topic (true while the count is not
+/// known yet: the first count is read before joining). Called by the consumer loop at every
+/// iteration, it also keeps the record the watch reads, so that even a short full assignment
+/// counts.
+pub fn alone(health: &Health) -> bool {
+    let total = health.partitions_total.load(Ordering::Relaxed);
+    let held = health.assigned.load(Ordering::Relaxed);
+    let alone = total == 0 || held >= total;
+    if alone {
+        if held > 0 {
+            health.held_all_once.store(true, Ordering::Relaxed);
+        }
+        health.short_since_ms.store(0, Ordering::Relaxed);
+    } else if health.short_since_ms.load(Ordering::Relaxed) == 0 {
+        health
+            .short_since_ms
+            .store(crate::dedup::now_ms().max(1), Ordering::Relaxed);
+    }
+    alone
+}
+
+/// Reads the input topic's partition count into `health` (before joining, so that a member is
+/// never alone by mistake). Best effort: unknown until the watch reads it.
+pub fn count_partitions<C: ConsumerContext>(
     consumer: &impl Consumer<C>,
-    group: &str,
-) -> Result<Vec<String>, String> {
-    let list = consumer
-        .fetch_group_list(Some(group), REQUEST_TIMEOUT)
-        .map_err(|e| e.to_string())?;
-    Ok(list
-        .groups()
+    topic: &str,
+    health: &Health,
+) {
+    if let Some(n) = partition_count(consumer, topic) {
+        health.partitions_total.store(n, Ordering::Relaxed);
+    }
+}
+
+/// The members of `group`, as `client.id@host (member id)`, for the error message.
+fn members<C: ConsumerContext>(consumer: &impl Consumer<C>, group: &str) -> Vec<String> {
+    let Ok(list) = consumer.fetch_group_list(Some(group), REQUEST_TIMEOUT) else {
+        return Vec::new();
+    };
+    list.groups()
         .iter()
         .filter(|g| g.name() == group)
         .flat_map(|g| g.members())
         .map(|m| {
-            format!(
-                "{}@{} (member {})",
+            let client = format!(
+                "{}@{}",
                 m.client_id(),
-                m.client_host().trim_start_matches('/'),
-                m.id()
-            )
+                m.client_host().trim_start_matches('/')
+            );
+            if client == "@" {
+                format!("member {}", m.id())
+            } else {
+                format!("{client} (member {})", m.id())
+            }
         })
-        .collect())
-}
-
-fn refusal(group: &str, others: &[String]) -> String {
-    format!(
-        "another instance is active in consumer group {group:?}: {}. newsdedup decides with a single writer on one index; two members would split the input between two indexes and miss duplicates. Stop the other instance (or, for an independent pipeline, give this one its own --group-id and --index-dir); a standby (`newsdedup standby`) never joins the group",
-        others.join(", ")
-    )
-}
-
-/// Waits until `group` has no member, at most `grace`; Err with the reason if members remain.
-/// A broker that cannot list the group's members leaves the check to the watch.
-pub fn wait_for_empty_group<C: ConsumerContext>(
-    consumer: &impl Consumer<C>,
-    group: &str,
-    grace: Duration,
-) -> Result<(), String> {
-    let start = Instant::now();
-    let mut logged = false;
-    loop {
-        match members(consumer, group) {
-            Ok(m) if m.is_empty() => return Ok(()),
-            Ok(m) => {
-                if start.elapsed() >= grace {
-                    return Err(refusal(group, &m));
-                }
-                if !logged {
-                    logged = true;
-                    tracing::warn!(
-                        "consumer group {group:?} has members {}: waiting up to {grace:?} for them to leave (a crashed instance leaves after session.timeout.ms) before joining",
-                        m.join(", ")
-                    );
-                }
-            }
-            Err(e) => {
-                tracing::warn!(
-                    "cannot list the members of consumer group {group:?} ({e}); joining, the assignment watch still stops this instance if another one holds partitions"
-                );
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        .collect()
 }
 
 /// The running check: see the module documentation.
@@ -103,37 +98,47 @@ impl ExclusiveWatch {
         let handle = std::thread::Builder::new()
             .name("exclusive-watch".into())
             .spawn(move || {
-                let mut short_since: Option<Instant> = None;
+                let health = &shared.health;
+                let mut warned = false;
                 while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
                     stopped.recv_timeout(WATCH_EVERY)
                 {
-                    let total = match partition_count(&*consumer, &shared.topic) {
-                        Some(n) => n,
-                        None => continue,
-                    };
-                    let held = shared.health.assigned.load(Ordering::Relaxed);
-                    if held >= total {
-                        short_since = None;
+                    count_partitions(&*consumer, &shared.topic, health);
+                    let total = health.partitions_total.load(Ordering::Relaxed);
+                    let held = health.assigned.load(Ordering::Relaxed);
+                    let since_ms = health.short_since_ms.load(Ordering::Relaxed);
+                    if since_ms == 0 {
+                        if warned {
+                            warned = false;
+                            tracing::info!("holding every partition of {} again: deciding", shared.topic);
+                        }
                         continue;
                     }
-                    let since = *short_since.get_or_insert_with(Instant::now);
-                    if since.elapsed() < grace {
+                    let short_for =
+                        Duration::from_millis(crate::dedup::now_ms().saturating_sub(since_ms));
+                    if held > 0 && !warned {
+                        warned = true;
+                        tracing::warn!(
+                            "holding {held} of the {total} partitions of {}: fetching paused (one active instance: another member of group {group:?} holds the others)",
+                            shared.topic
+                        );
+                    }
+                    // The incumbent outlasts a newcomer, which leaves first.
+                    let incumbent = health.held_all_once.load(Ordering::Relaxed);
+                    let limit = if incumbent { 2 * grace } else { grace };
+                    if short_for < limit {
                         continue;
                     }
-                    // This member among them: the broker does not say which one it is.
-                    let all = members(&*consumer, &group).unwrap_or_default();
+                    let listed = members(&*consumer, &group);
                     let why = format!(
-                        "this member has held {held} of the {total} partitions of {} for {:?} (longer than the exclusive grace period): {}",
+                        "another instance is active in consumer group {group:?}: this member has held {held} of the {total} partitions of {} for {:?}{}. newsdedup decides with a single writer on one index; two members would split the input between two indexes and miss duplicates. Stop the other instance (or, for an independent pipeline, give this one its own --group-id and --index-dir); a standby (`newsdedup standby`) never joins the group",
                         shared.topic,
-                        since.elapsed(),
-                        refusal(
-                            &group,
-                            &if all.is_empty() {
-                                vec!["another member".to_owned()]
-                            } else {
-                                vec![format!("the group's members are {}", all.join(", "))]
-                            }
-                        )
+                        short_for,
+                        if listed.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" (the group's members, this one included: {})", listed.join(", "))
+                        }
                     );
                     tracing::error!("{why}");
                     shared.engine.fail(why);

@@ -80,6 +80,12 @@ pub struct Health {
     /// Records in flight with no progress for this long (broker up) fail liveness.
     progress_timeout: Duration,
     pub assigned: AtomicUsize,
+    /// Partitions of the input topic (0: unknown), for the one-active-instance rule.
+    pub partitions_total: AtomicUsize,
+    /// One-active-instance rule (`exclusive`): this member has held every partition at least
+    /// once, and since when (ms since the epoch, 0: not now) it holds fewer.
+    pub held_all_once: AtomicBool,
+    pub short_since_ms: AtomicU64,
     pub in_flight: AtomicUsize,
     failure: Mutex<Option<String>>,
     last_broker_error: Mutex<Option<String>>,
@@ -102,6 +108,9 @@ impl Health {
             last_progress_ms: AtomicU64::new(0),
             progress_timeout,
             assigned: AtomicUsize::new(0),
+            partitions_total: AtomicUsize::new(0),
+            held_all_once: AtomicBool::new(false),
+            short_since_ms: AtomicU64::new(0),
             in_flight: AtomicUsize::new(0),
             failure: Mutex::new(None),
             last_broker_error: Mutex::new(None),
