@@ -12,7 +12,7 @@ use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::RocksIndex;
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
-use newsdedup::settings::{self, RunArgs};
+use newsdedup::settings::{self, ReplayArgs, RunArgs};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fs::File;
@@ -100,6 +100,24 @@ enum Command {
     Run {
         #[command(flatten)]
         args: Box<RunArgs>,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
+    /// Bounded backfill: decide a range of a topic with `run`'s settings, index and output topics
+    /// (or into a JSONL file), commit as `run` does, and stop at the end of the range.
+    ///
+    /// Reads with its own consumer group (default newsdedup-replay), every partition in range
+    /// assigned at its start offset; stops at the end each partition had when the replay started
+    /// (or at its first record at or after --to-time), then prints a summary and exits 0. Exits
+    /// non-zero when the range is empty, the broker or topic cannot be read, or on SIGINT/SIGTERM
+    /// (after draining and committing; the error says which --from-offset goes on from there).
+    #[command(after_help = "Examples:
+  newsdedup replay --config prod.toml --topic articles.raw --from-time 2024-03-01T00:00:00Z --to-time 2024-03-02T00:00:00Z
+  newsdedup replay --brokers kafka:9092 --topic articles.raw --from-offset 0:120000,1:118500
+  newsdedup replay --brokers kafka:9092 --topic articles.raw --index-dir /tmp/index-copy --output dry-run.jsonl")]
+    Replay {
+        #[command(flatten)]
+        args: Box<ReplayArgs>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -211,19 +229,23 @@ fn main() {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Which `run` settings came from a flag or its variable (they override the config file);
-    // which `audit` flags were given on the command line.
+    // which flags were given on the command line (`audit`; `replay`'s --metrics-addr).
     let given = match matches.subcommand() {
         Some(("run", m)) => settings::given_arguments(m),
-        Some(("audit", m)) => command_line_arguments(m),
+        Some(("replay", m)) => settings::given_arguments(m),
         _ => HashSet::new(),
     };
-    if let Err(e) = dispatch(cli, &given) {
+    let command_line = match matches.subcommand() {
+        Some((_, m)) => command_line_arguments(m),
+        None => HashSet::new(),
+    };
+    if let Err(e) = dispatch(cli, &given, &command_line) {
         eprintln!("newsdedup: error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
+fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -> Result<()> {
     match cli.command {
         Command::Fingerprint {
             input,
@@ -266,7 +288,10 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
         Command::Run { args, common } => {
             newsdedup::service::run(*args, given, load_config(&common)?)
         }
-        Command::Audit { args, common } => cmd_audit(*args, given, &load_config(&common)?),
+        Command::Replay { args, common } => {
+            newsdedup::replay::replay(*args, given, command_line, load_config(&common)?)
+        }
+        Command::Audit { args, common } => cmd_audit(*args, command_line, &load_config(&common)?),
         Command::Index { command } => match command {
             IndexCommand::Stats {
                 index_dir,
