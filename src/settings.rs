@@ -929,6 +929,93 @@ mod tests {
         assert!(resolve(&["--max-in-flight", "0"], &c, &[]).is_err());
     }
 
+    #[derive(Parser)]
+    struct ReplayCli {
+        #[command(flatten)]
+        replay: ReplayArgs,
+    }
+
+    /// Parses `replay`'s flags as main does, then resolves them over `config`.
+    fn resolve_replay(args: &[&str], config: &Config) -> Result<ReplaySettings, SettingsError> {
+        let matches = ReplayCli::command()
+            .try_get_matches_from(std::iter::once("replay").chain(args.iter().copied()))
+            .map_err(|e| invalid(e.to_string()))?;
+        let cli = ReplayCli::from_arg_matches(&matches).map_err(|e| invalid(e.to_string()))?;
+        let command_line = matches
+            .ids()
+            .filter(|id| {
+                matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.as_str().to_owned())
+            .collect();
+        ReplaySettings::resolve(
+            &cli.replay,
+            &given_arguments(&matches),
+            &command_line,
+            config,
+            std::iter::empty(),
+        )
+    }
+
+    #[test]
+    fn replay_shares_run_settings_with_its_own_group_and_range() {
+        let config: Config = toml::from_str(
+            "[service]\ngroup_id = \"live\"\nbrokers = \"file:1\"\nunique_topic = \"u\"\n",
+        )
+        .unwrap();
+        let r = resolve_replay(&["--topic", "archive"], &config).unwrap();
+        assert_eq!(
+            r.settings.service.group_id, REPLAY_GROUP_ID,
+            "not run's group"
+        );
+        assert_eq!(r.settings.consumer_properties["group.id"], REPLAY_GROUP_ID);
+        assert_eq!(
+            r.settings.consumer_properties["enable.partition.eof"],
+            "true"
+        );
+        assert_eq!(r.settings.service.input_topic, "archive");
+        assert_eq!(
+            r.settings.service.brokers, "file:1",
+            "run's settings from the file"
+        );
+        assert_eq!(r.settings.service.unique_topic, "u");
+        assert!(!r.serve_metrics, "/metrics only on request");
+        assert_eq!(r.range.from_offsets, BTreeMap::new());
+
+        let r = resolve_replay(
+            &[
+                "--group-id",
+                "backfill",
+                "--metrics-addr",
+                "127.0.0.1:9999",
+                "--from-offset",
+                "0:12,3:0",
+                "--to-time",
+                "2024-03-01T00:00:00Z",
+            ],
+            &config,
+        )
+        .unwrap();
+        assert_eq!(r.settings.service.group_id, "backfill");
+        assert!(r.serve_metrics);
+        assert_eq!(r.range.from_offsets, BTreeMap::from([(0, 12), (3, 0)]));
+        assert_eq!(r.range.to_ms, Some(1_709_251_200_000));
+
+        let refused = |args: &[&str]| resolve_replay(args, &config).unwrap_err().to_string();
+        assert!(refused(&["--group-id", "live"]).contains("group of `run`"));
+        assert!(refused(&["--from-offset", "0-12"]).contains("PARTITION:OFFSET"));
+        assert!(refused(&["--from-offset", "1:2,1:3"]).contains("twice"));
+        assert!(refused(&["--from-time", "yesterday"]).contains("--from-time"));
+        assert!(
+            refused(&["--from-time", "2024-03-02", "--to-time", "2024-03-01"])
+                .contains("before --to-time")
+        );
+        assert!(
+            refused(&["--from-offset", "0:1", "--from-time", "2024-03-01"])
+                .contains("cannot be used with")
+        );
+    }
+
     #[test]
     fn env_property_names() {
         assert_eq!(
