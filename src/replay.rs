@@ -377,7 +377,7 @@ impl Progress {
             .name("progress".into())
             .spawn(move || {
                 if std::io::stderr().is_terminal() {
-                    progress_bar(&counts, total, &finished)
+                    progress_bar(&counts, total, &finished, started)
                 } else {
                     progress_lines(&counts, total, &finished, started)
                 }
@@ -394,22 +394,27 @@ impl Progress {
     }
 }
 
-fn progress_bar(counts: &ReplayCounts, total: u64, finished: &AtomicBool) {
+fn progress_bar(counts: &ReplayCounts, total: u64, finished: &AtomicBool, started: Instant) {
     let bar = indicatif::ProgressBar::new(total);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "replay [{bar:30}] {pos}/{len} records  {per_sec}  ETA {eta}",
+        "replay [{bar:30}] {pos}/{len} records  {msg}  ETA {eta}",
     ) {
         bar.set_style(style.progress_chars("=> "));
     }
-    while !finished.load(Ordering::SeqCst) {
+    let update = || {
         let n = counts.records();
         if n > bar.length().unwrap_or(0) {
             bar.set_length(n);
         }
         bar.set_position(n);
+        let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!("{rate:.0}/s"));
+    };
+    while !finished.load(Ordering::SeqCst) {
+        update();
         std::thread::sleep(Duration::from_millis(200));
     }
-    bar.set_position(counts.records());
+    update();
     bar.finish_and_clear();
 }
 

@@ -102,6 +102,10 @@ pub fn create_consumer(
 
 impl ClientContext for ConsumerCtx {
     fn error(&self, error: KafkaError, reason: &str) {
+        // The end of a partition (`enable.partition.eof`, replay) is an event, not an error.
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF) {
+            return;
+        }
         self.client.report(&error, reason);
     }
 
