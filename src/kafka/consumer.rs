@@ -16,6 +16,10 @@
 //!   commit what is done, forget the rest (late acknowledgements are ignored: epochs).
 //! * Assign: librdkafka resumes from the committed offsets (or `auto.offset.reset` for a new group);
 //!   the committed offsets are logged and exported.
+//! * Bounded (`replay`, [`run_bounded`]): the partitions are assigned by the caller at explicit
+//!   start offsets (no rebalance callbacks run), and a [`Bounds`] decides for each fetched record
+//!   whether it is in range; the loop ends like a shutdown (drain, final commit) once every
+//!   partition is done.
 
 use super::engine::{Engine, EngineError, EngineHandle};
 use super::record::InputMessage;
