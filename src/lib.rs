@@ -17,6 +17,7 @@ pub mod kafka;
 pub mod metrics;
 pub mod output;
 pub mod pipeline;
+pub mod replay;
 pub mod replica;
 pub mod restore;
 pub mod service;

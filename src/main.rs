@@ -13,7 +13,7 @@ use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::RocksIndex;
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::replica::{self, TopicSource};
-use newsdedup::settings::{self, RunArgs};
+use newsdedup::settings::{self, ReplayArgs, RunArgs};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fs::File;
@@ -114,6 +114,24 @@ enum Command {
         /// topics
         #[arg(long, value_name = "N", default_value_t = 1000)]
         max_ready_lag: u64,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
+    /// Bounded backfill: decide a range of a topic with `run`'s settings, index and output topics
+    /// (or into a JSONL file), commit as `run` does, and stop at the end of the range.
+    ///
+    /// Reads with its own consumer group (default newsdedup-replay), every partition in range
+    /// assigned at its start offset; stops at the end each partition had when the replay started
+    /// (or at its first record at or after --to-time), then prints a summary and exits 0. Exits
+    /// non-zero when the range is empty, the broker or topic cannot be read, or on SIGINT/SIGTERM
+    /// (after draining and committing; the error says which --from-offset goes on from there).
+    #[command(after_help = "Examples:
+  newsdedup replay --config prod.toml --topic articles.raw --from-time 2024-03-01T00:00:00Z --to-time 2024-03-02T00:00:00Z
+  newsdedup replay --brokers kafka:9092 --topic articles.raw --from-offset 0:120000,1:118500
+  newsdedup replay --brokers kafka:9092 --topic articles.raw --index-dir /tmp/index-copy --output dry-run.jsonl")]
+    Replay {
+        #[command(flatten)]
+        args: Box<ReplayArgs>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -255,23 +273,28 @@ fn main() {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Which `run` settings came from a flag or its variable (they override the config file);
-    // which `audit` flags were given on the command line.
+    // which flags were given on the command line (`audit`; `replay`'s --metrics-addr).
     let given = match matches.subcommand() {
-        Some(("run", m)) | Some(("standby", m)) => settings::given_arguments(m),
-        Some(("index", m)) => match m.subcommand() {
-            Some(("rebuild", m)) => command_line_arguments(m),
-            _ => HashSet::new(),
-        },
-        Some(("audit", m)) => command_line_arguments(m),
+        Some(("run", m)) | Some(("standby", m)) | Some(("replay", m)) => {
+            settings::given_arguments(m)
+        }
         _ => HashSet::new(),
     };
-    if let Err(e) = dispatch(cli, &given) {
+    let command_line = match matches.subcommand() {
+        // `index rebuild`: the flags of the nested command.
+        Some(("index", m)) => m
+            .subcommand()
+            .map_or_else(HashSet::new, |(_, m)| command_line_arguments(m)),
+        Some((_, m)) => command_line_arguments(m),
+        None => HashSet::new(),
+    };
+    if let Err(e) = dispatch(cli, &given, &command_line) {
         eprintln!("newsdedup: error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
+fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -> Result<()> {
     match cli.command {
         Command::Fingerprint {
             input,
@@ -319,7 +342,10 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
             max_ready_lag,
             common,
         } => newsdedup::service::standby(*args, given, load_config(&common)?, max_ready_lag),
-        Command::Audit { args, common } => cmd_audit(*args, given, &load_config(&common)?),
+        Command::Replay { args, common } => {
+            newsdedup::replay::replay(*args, given, command_line, load_config(&common)?)
+        }
+        Command::Audit { args, common } => cmd_audit(*args, command_line, &load_config(&common)?),
         Command::Index { command } => match command {
             IndexCommand::Stats {
                 index_dir,
@@ -347,7 +373,9 @@ fn dispatch(cli: Cli, given: &HashSet<String>) -> Result<()> {
                         ("from_topics", "--from-topics"),
                         ("properties", "-X"),
                     ];
-                    if let Some((_, flag)) = kafka_only.iter().find(|(id, _)| given.contains(*id)) {
+                    if let Some((_, flag)) =
+                        kafka_only.iter().find(|(id, _)| command_line.contains(*id))
+                    {
                         bail!("{flag} is for reading Kafka; --input rebuilds from `batch` output files");
                     }
                     Source::Files(input)

@@ -1,15 +1,15 @@
-//! `newsdedup run`: wires the index, the engine, the Kafka clients, the metrics endpoint and the
-//! signal handlers together, and runs until SIGINT/SIGTERM (exit 0 after draining) or a fatal
-//! error (exit non-zero).
+//! `newsdedup run` (and `standby`): wires the index, the engine, the Kafka clients, the metrics
+//! endpoint and the signal handlers together, and runs until SIGINT/SIGTERM (exit 0 after
+//! draining) or a fatal error (exit non-zero).
 
 use crate::config::{Config, DedupConfig};
 use crate::dedup::Deduper;
 use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
-use crate::kafka::engine::{Engine, LocalPreparer};
+use crate::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
 use crate::kafka::exclusive::{self, ExclusiveWatch};
-use crate::kafka::producer::{self, Acks, ProducerSink};
+use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::{Health, ServiceClientContext, State};
 use anyhow::{bail, Context, Result};
@@ -37,76 +37,38 @@ fn init_logging() {
 
 /// Runs the service. Returns Ok after a clean SIGINT/SIGTERM shutdown.
 pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()> {
-    // vars_os: a non-UTF-8 variable elsewhere in the environment must not panic here.
-    let env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let settings =
-        Settings::resolve(&args, given, &config, env).context("invalid settings for `run`")?;
-    init_logging();
-    for w in &settings.warnings {
-        tracing::warn!("{w}");
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("newsdedup-io")
-        .enable_all()
-        .build()
-        .context("cannot start the tokio runtime")?;
+    let settings = Settings::resolve(&args, given, &config, process_env())
+        .context("invalid settings for `run`")?;
+    start_logging(&settings);
+    let runtime = io_runtime()?;
 
     // The index first: a second process on the same directory fails here, before touching Kafka.
-    let (fingerprinter, index) = open_index(&settings, &config)?;
+    let (fingerprinter, mut index) = open_index(&settings, &config)?;
     let health = Arc::new(Health::new(settings.progress_timeout()));
-    let (h1, h2) = (health.clone(), health.clone());
-    serve_http(
-        &runtime,
-        &settings,
-        Arc::new(move || h1.liveness()),
-        Arc::new(move || h2.readiness()),
-    )?;
+    serve_http(&runtime, &settings, &health)?;
     let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
-    let mut index = index;
     take_over(&settings, &fingerprinter, &mut index)?;
 
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
-    let producer = producer::create_producer(
-        &settings.producer_properties,
-        ServiceClientContext {
-            client: "producer",
-            health: health.clone(),
-        },
-    )
-    .context("cannot create the Kafka producer (check -X properties)")?;
-    // Same decision rule as `batch`: [dedup] with the threshold overridden by --threshold.
-    let deduper = Deduper::with_config(
-        index,
-        DedupConfig {
-            threshold: settings.threshold,
-            ..config.dedup.clone()
-        },
-    );
-    let preparer = Arc::new(LocalPreparer {
-        fingerprinter,
-        max_article_bytes: settings.service.max_article_bytes,
-        max_output_bytes: settings.max_output_bytes(),
-    });
     // Set when in-flight work is abandoned (shutdown timeout): the sink then stops retrying.
     let abandon = Arc::new(AtomicBool::new(false));
-    let sink = ProducerSink::new(
-        producer.clone(),
-        settings.topics(),
-        runtime.handle().clone(),
-        Arc::new(Acks::new(tracker.clone(), health.clone())),
-        abandon.clone(),
-        settings.max_retry(),
-    );
-    let mut engine = Engine::start(
-        deduper,
-        preparer,
+    let (producer, sink) = producer_sink(&settings, &runtime, &tracker, &health, &abandon)?;
+    let mut engine = start_engine(
+        deduper(index, &settings, &config),
+        fingerprinter,
+        &settings,
         sink,
-        settings.service.threads,
-        abandon.clone(),
+        &abandon,
     );
-    let consumer = subscribe(&settings, &tracker, &engine, &health)?;
+    let consumer = create_consumer(&settings, &tracker, &engine, &health)?;
+    // One active instance: the partition count is known before joining (see `exclusive`).
+    if settings.exclusive_grace().is_some() {
+        exclusive::count_partitions(&*consumer, &settings.service.input_topic, &health);
+    }
+    consumer
+        .subscribe(&[&settings.service.input_topic])
+        .with_context(|| format!("cannot subscribe to {}", settings.service.input_topic))?;
+    log_wiring(&settings, "consuming");
 
     let watch = settings.exclusive_grace().map(|grace| {
         ExclusiveWatch::spawn(
@@ -121,20 +83,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
         watch.stop();
     }
 
-    // Shutdown: outputs flushed, consumer closed (its revoke callback commits once more), then
-    // the engine (final WAL sync, RocksDB closed).
-    let started = Instant::now();
-    if let Err(e) = producer::flush(&producer, Duration::from_secs(10)) {
-        tracing::warn!("producer flush: {e}");
-    }
-    drop(consumer);
-    if matches!(exit, LoopExit::Shutdown { abandoned } if abandoned > 0) {
-        engine.handle().abandon();
-    }
-    engine.shutdown();
-    drop(producer);
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    tracing::info!("closed in {:?}", started.elapsed());
+    close(Some(producer), consumer, engine, &exit, runtime);
     match exit {
         LoopExit::Shutdown { .. } => {
             health.set_state(State::Stopped);
@@ -204,24 +153,14 @@ pub fn standby(
     config: Config,
     max_ready_lag: u64,
 ) -> Result<()> {
-    let env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
-    let settings =
-        Settings::resolve(&args, given, &config, env).context("invalid settings for `standby`")?;
-    init_logging();
-    for w in &settings.warnings {
-        tracing::warn!("{w}");
-    }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("newsdedup-io")
-        .enable_all()
-        .build()
-        .context("cannot start the tokio runtime")?;
+    let settings = Settings::resolve(&args, given, &config, process_env())
+        .context("invalid settings for `standby`")?;
+    start_logging(&settings);
+    let runtime = io_runtime()?;
     let (fingerprinter, mut index) = open_index(&settings, &config)?;
     let status = Arc::new(StandbyStatus::default());
     let (s1, s2) = (status.clone(), status.clone());
-    serve_http(
+    serve_endpoints(
         &runtime,
         &settings,
         Arc::new(move || {
@@ -267,8 +206,126 @@ pub fn standby(
     Ok(())
 }
 
+/// The process environment, for the `NEWSDEDUP_KAFKA_*` variables of [`Settings::resolve`].
+pub(crate) fn process_env() -> impl Iterator<Item = (String, String)> {
+    // vars_os: a non-UTF-8 variable elsewhere in the environment must not panic here.
+    std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+}
+
+/// Starts logging (stderr, `NEWSDEDUP_LOG`) and logs the settings' warnings.
+pub(crate) fn start_logging(settings: &Settings) {
+    init_logging();
+    for w in &settings.warnings {
+        tracing::warn!("{w}");
+    }
+}
+
+/// The runtime of the producer's deliveries, the HTTP endpoint and the signal handlers.
+pub(crate) fn io_runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("newsdedup-io")
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")
+}
+
+/// The decision rule of `batch`: `[dedup]` with the threshold overridden by `--threshold`.
+pub(crate) fn deduper(
+    index: RocksIndex,
+    settings: &Settings,
+    config: &Config,
+) -> Deduper<RocksIndex> {
+    Deduper::with_config(
+        index,
+        DedupConfig {
+            threshold: settings.threshold,
+            ..config.dedup.clone()
+        },
+    )
+}
+
+/// The Kafka producer and the sink on it, which marks input offsets done in `tracker` once
+/// their output is acknowledged.
+pub(crate) fn producer_sink(
+    settings: &Settings,
+    runtime: &tokio::runtime::Runtime,
+    tracker: &Arc<Mutex<OffsetTracker>>,
+    health: &Arc<Health>,
+    abandon: &Arc<AtomicBool>,
+) -> Result<(OutputProducer, ProducerSink)> {
+    let producer = producer::create_producer(
+        &settings.producer_properties,
+        ServiceClientContext {
+            client: "producer",
+            health: health.clone(),
+        },
+    )
+    .context("cannot create the Kafka producer (check -X properties)")?;
+    let sink = ProducerSink::new(
+        producer.clone(),
+        settings.topics(),
+        runtime.handle().clone(),
+        Arc::new(Acks::new(tracker.clone(), health.clone())),
+        abandon.clone(),
+        settings.max_retry(),
+    );
+    Ok((producer, sink))
+}
+
+/// Starts the engine: `decider` on the decision thread, the fingerprint stage on
+/// `settings.service.threads` workers, outputs to `sink`.
+pub(crate) fn start_engine<D: DecisionStage, K: OutputSink>(
+    decider: D,
+    fingerprinter: Fingerprinter,
+    settings: &Settings,
+    sink: K,
+    abandon: &Arc<AtomicBool>,
+) -> Engine {
+    let preparer = Arc::new(LocalPreparer {
+        fingerprinter,
+        max_article_bytes: settings.service.max_article_bytes,
+        max_output_bytes: settings.max_output_bytes(),
+    });
+    Engine::start(
+        decider,
+        preparer,
+        sink,
+        settings.service.threads,
+        abandon.clone(),
+    )
+}
+
+/// Shutdown after the consumer loop: outputs flushed, consumer closed (with `run`, its revoke
+/// callback commits once more), then the engine (final WAL sync, RocksDB closed).
+pub(crate) fn close(
+    producer: Option<OutputProducer>,
+    consumer: Arc<consumer::InputConsumer>,
+    engine: Engine,
+    exit: &LoopExit,
+    runtime: tokio::runtime::Runtime,
+) {
+    let started = Instant::now();
+    if let Some(producer) = &producer {
+        if let Err(e) = producer::flush(producer, Duration::from_secs(10)) {
+            tracing::warn!("producer flush: {e}");
+        }
+    }
+    drop(consumer);
+    if matches!(exit, LoopExit::Shutdown { abandoned } if *abandoned > 0) {
+        engine.handle().abandon();
+    }
+    engine.shutdown();
+    drop(producer);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    tracing::info!("closed in {:?}", started.elapsed());
+}
+
 /// Loads the fingerprint resources and opens (and locks) the index.
-fn open_index(settings: &Settings, config: &Config) -> Result<(Fingerprinter, RocksIndex)> {
+pub(crate) fn open_index(
+    settings: &Settings,
+    config: &Config,
+) -> Result<(Fingerprinter, RocksIndex)> {
     let fingerprinter =
         Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
     let dir = &settings.service.index_dir;
@@ -285,9 +342,24 @@ fn open_index(settings: &Settings, config: &Config) -> Result<(Fingerprinter, Ro
     Ok((fingerprinter, index))
 }
 
+/// Installs the metrics recorder and serves /metrics, /health and /ready of `health`.
+pub(crate) fn serve_http(
+    runtime: &tokio::runtime::Runtime,
+    settings: &Settings,
+    health: &Arc<Health>,
+) -> Result<()> {
+    let (h1, h2) = (health.clone(), health.clone());
+    serve_endpoints(
+        runtime,
+        settings,
+        Arc::new(move || h1.liveness()),
+        Arc::new(move || h2.readiness()),
+    )
+}
+
 /// Installs the metrics recorder and serves /metrics, and /health and /ready as `health` and
 /// `ready` answer them.
-fn serve_http(
+fn serve_endpoints(
     runtime: &tokio::runtime::Runtime,
     settings: &Settings,
     health: crate::metrics::HealthFn,
@@ -303,7 +375,7 @@ fn serve_http(
 
 /// SIGTERM / SIGINT: the first sets the returned flag (stop fetching, drain, commit); a second
 /// one exits at once. A watchdog ends the process if draining outlives `shutdown_timeout` by far.
-fn install_signal_handlers(
+pub(crate) fn install_signal_handlers(
     runtime: &tokio::runtime::Runtime,
     shutdown_timeout: Duration,
 ) -> Result<Arc<AtomicBool>> {
@@ -350,43 +422,40 @@ fn install_signal_handlers(
     Ok(stop)
 }
 
-/// Creates the consumer (its rebalance callback wired to the tracker and the engine) and
-/// subscribes to the input topic.
-fn subscribe(
+/// Creates the input consumer: its callbacks wired to the tracker and the engine (with
+/// `subscribe`, the rebalance callbacks; with `assign`, none run).
+pub(crate) fn create_consumer(
     settings: &Settings,
     tracker: &Arc<Mutex<OffsetTracker>>,
     engine: &Engine,
     health: &Arc<Health>,
 ) -> Result<Arc<consumer::InputConsumer>> {
-    let s = &settings.service;
     let shared = Arc::new(Shared::new(
-        s.input_topic.clone(),
+        settings.service.input_topic.clone(),
         tracker.clone(),
         engine.handle().clone(),
         health.clone(),
         settings.rebalance_timeout(),
     ));
-    let consumer = Arc::new(
-        consumer::create_consumer(
-            &settings.consumer_properties,
-            ConsumerCtx {
-                client: ServiceClientContext {
-                    client: "consumer",
-                    health: health.clone(),
-                },
-                shared,
+    let consumer = consumer::create_consumer(
+        &settings.consumer_properties,
+        ConsumerCtx {
+            client: ServiceClientContext {
+                client: "consumer",
+                health: health.clone(),
             },
-        )
-        .context("cannot create the Kafka consumer (check -X properties)")?,
-    );
-    if settings.exclusive_grace().is_some() {
-        exclusive::count_partitions(&*consumer, &s.input_topic, health);
-    }
-    consumer
-        .subscribe(&[&s.input_topic])
-        .with_context(|| format!("cannot subscribe to {}", s.input_topic))?;
+            shared,
+        },
+    )
+    .context("cannot create the Kafka consumer (check -X properties)")?;
+    Ok(Arc::new(consumer))
+}
+
+/// Logs where records come from and go to; `what` is `consuming` or `replaying`.
+pub(crate) fn log_wiring(settings: &Settings, what: &str) {
+    let s = &settings.service;
     tracing::info!(
-        "consuming {} as group {} from {}; outputs: {} / {} / {}; {} fingerprint threads",
+        "{what} {} as group {} from {}; outputs: {} / {} / {}; {} fingerprint threads",
         s.input_topic,
         s.group_id,
         s.brokers,
@@ -395,5 +464,4 @@ fn subscribe(
         s.dlq_topic,
         s.threads
     );
-    Ok(consumer)
 }

@@ -141,6 +141,168 @@ pub struct RunArgs {
     pub properties: Vec<String>,
 }
 
+/// Consumer group of `newsdedup replay` unless `--group-id` or `NEWSDEDUP_REPLAY_GROUP_ID` is
+/// given: never `run`'s, so a replay neither moves the live service's offsets nor takes its
+/// partitions.
+pub const REPLAY_GROUP_ID: &str = "newsdedup-replay";
+
+/// `newsdedup replay`: the settings of `run` (same flags, variables, `[service]` keys and `-X`
+/// properties) with four changes made here: `--topic` names the topic to read (alias
+/// `--input-topic`), `--group-id` defaults to [`REPLAY_GROUP_ID`] (variable
+/// `NEWSDEDUP_REPLAY_GROUP_ID`; `[service] group_id` and `NEWSDEDUP_GROUP_ID` are `run`'s and are
+/// not used), `/metrics` is served only when `--metrics-addr` is given on the command line, and
+/// the range flags below.
+#[derive(Debug, Clone, Args)]
+#[command(
+    mut_arg("input_topic", |a| a
+        .long("topic")
+        .visible_alias("input-topic")
+        .value_name("TOPIC")
+        .hide_default_value(true)
+        .help("Topic to replay [default: [service] input_topic, articles.raw]")),
+    mut_arg("group_id", |a| a
+        .env("NEWSDEDUP_REPLAY_GROUP_ID")
+        .default_value(REPLAY_GROUP_ID)
+        .help("Consumer group of the replay (its commits record how far it got); never run's group")),
+    mut_arg("metrics_addr", |a| a
+        .env(None)
+        .hide_default_value(true)
+        .help("Serve /metrics, /health and /ready on this address during the replay [default: not served]")),
+)]
+pub struct ReplayArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Replay only these partitions, each from offset O: `0:1200,3:0` (partitions not listed are
+    /// not read) [default: every partition from its beginning]
+    #[arg(
+        long,
+        value_name = "P:O,...",
+        value_delimiter = ',',
+        conflicts_with = "from_time"
+    )]
+    pub from_offset: Vec<String>,
+    /// Start each partition at its first record with a timestamp at or after TIME (RFC 3339,
+    /// e.g. 2024-03-01T08:00:00Z; also "2024-03-01 08:00" UTC, 2024-03-01, Unix s or ms)
+    #[arg(long, value_name = "TIME")]
+    pub from_time: Option<String>,
+    /// End each partition at its first record with a timestamp at or after TIME (not decided)
+    /// [default: the end the partition has when the replay starts]
+    #[arg(long, value_name = "TIME")]
+    pub to_time: Option<String>,
+    /// Dry run: write the output records to FILE as JSONL (one per line, as `batch` writes them)
+    /// instead of producing them. The index is still written (decisions are made against it):
+    /// give --index-dir a copy to leave the live index untouched
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// No progress bar or progress lines (the summary is still printed)
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// What a replay reads: where each partition starts, and the time bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRange {
+    /// `--from-offset`: start offset per partition (only these are read); empty: all partitions.
+    pub from_offsets: BTreeMap<i32, i64>,
+    /// `--from-time`, ms since the epoch.
+    pub from_ms: Option<i64>,
+    /// `--to-time`, ms since the epoch.
+    pub to_ms: Option<i64>,
+}
+
+/// Everything `newsdedup replay` needs, resolved and validated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplaySettings {
+    /// The settings shared with `run` (`service.input_topic` is the replayed topic,
+    /// `service.group_id` the replay's group).
+    pub settings: Settings,
+    pub range: ReplayRange,
+    /// Serve /metrics, /health and /ready (only when `--metrics-addr` was given).
+    pub serve_metrics: bool,
+    /// `--output`: dry run into this JSONL file.
+    pub output: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+/// Parses `--from-offset` values, `P:O` each.
+fn parse_from_offsets(values: &[String]) -> Result<BTreeMap<i32, i64>, SettingsError> {
+    let mut out = BTreeMap::new();
+    for v in values.iter().map(|v| v.trim()).filter(|v| !v.is_empty()) {
+        let parsed = v
+            .split_once(':')
+            .and_then(|(p, o)| Some((p.trim().parse::<i32>().ok()?, o.trim().parse::<i64>().ok()?)))
+            .filter(|&(p, o)| p >= 0 && o >= 0);
+        let Some((p, o)) = parsed else {
+            return Err(invalid(format!(
+                "--from-offset {v:?}: expected PARTITION:OFFSET with both >= 0, e.g. 0:1200,3:0"
+            )));
+        };
+        if out.insert(p, o).is_some() {
+            return Err(invalid(format!("--from-offset lists partition {p} twice")));
+        }
+    }
+    Ok(out)
+}
+
+fn parse_time_flag(flag: &str, value: &Option<String>) -> Result<Option<i64>, SettingsError> {
+    value
+        .as_deref()
+        .map(|t| crate::audit::parse_time_arg(t).map_err(|e| invalid(format!("{flag}: {e}"))))
+        .transpose()
+}
+
+impl ReplaySettings {
+    /// Resolves `newsdedup replay`'s arguments as [`Settings::resolve`] does `run`'s; `given`
+    /// comes from [`given_arguments`], `command_line` holds the ids given on the command line.
+    pub fn resolve(
+        args: &ReplayArgs,
+        given: &HashSet<String>,
+        command_line: &HashSet<String>,
+        config: &Config,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<ReplaySettings, SettingsError> {
+        let mut service = layer(&config.service, &args.run.service, given)?;
+        if !given.contains("group_id") {
+            service.group_id = REPLAY_GROUP_ID.into();
+        }
+        if service.group_id == config.service.group_id {
+            return Err(invalid(format!(
+                "--group-id {:?} is the group of `run` ([service] group_id): a replay would move the live service's offsets; use another group",
+                service.group_id
+            )));
+        }
+        let mut settings = Settings::from_service(service, &args.run, config, env)?;
+        // The end of a partition is how a replay knows it has read everything there was.
+        settings
+            .consumer_properties
+            .insert("enable.partition.eof".into(), "true".into());
+        let range = ReplayRange {
+            from_offsets: parse_from_offsets(&args.from_offset)?,
+            from_ms: parse_time_flag("--from-time", &args.from_time)?,
+            to_ms: parse_time_flag("--to-time", &args.to_time)?,
+        };
+        if let (Some(from), Some(to)) = (range.from_ms, range.to_ms) {
+            if from >= to {
+                return Err(invalid("--from-time must be before --to-time"));
+            }
+        }
+        if args
+            .output
+            .as_ref()
+            .is_some_and(|o| o.as_os_str().is_empty())
+        {
+            return Err(invalid("--output must not be empty"));
+        }
+        Ok(ReplaySettings {
+            settings,
+            range,
+            serve_metrics: command_line.contains("metrics_addr"),
+            output: args.output.clone(),
+            quiet: args.quiet,
+        })
+    }
+}
+
 /// The ids of the arguments whose value came from the command line or the environment (not
 /// from clap's default), i.e. those that override the configuration file.
 pub fn given_arguments(matches: &clap::ArgMatches) -> HashSet<String> {
@@ -201,7 +363,17 @@ impl Settings {
         config: &Config,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, SettingsError> {
-        let mut service = layer(&config.service, &args.service, given)?;
+        let service = layer(&config.service, &args.service, given)?;
+        Settings::from_service(service, args, config, env)
+    }
+
+    /// Validates the layered `service` and resolves the rest of `args` over `config`.
+    fn from_service(
+        mut service: ServiceConfig,
+        args: &RunArgs,
+        config: &Config,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings, SettingsError> {
         let mut warnings = Vec::new();
         let threshold = resolve_threshold(args.threshold.unwrap_or(config.dedup.threshold))?;
         if let Some(w) = threshold_warning(threshold) {
@@ -767,6 +939,93 @@ mod tests {
         assert!(resolve(&["--metrics-addr", "localhost"], &c, &[]).is_err());
         assert!(resolve(&["--threshold", "65"], &c, &[]).is_err());
         assert!(resolve(&["--max-in-flight", "0"], &c, &[]).is_err());
+    }
+
+    #[derive(Parser)]
+    struct ReplayCli {
+        #[command(flatten)]
+        replay: ReplayArgs,
+    }
+
+    /// Parses `replay`'s flags as main does, then resolves them over `config`.
+    fn resolve_replay(args: &[&str], config: &Config) -> Result<ReplaySettings, SettingsError> {
+        let matches = ReplayCli::command()
+            .try_get_matches_from(std::iter::once("replay").chain(args.iter().copied()))
+            .map_err(|e| invalid(e.to_string()))?;
+        let cli = ReplayCli::from_arg_matches(&matches).map_err(|e| invalid(e.to_string()))?;
+        let command_line = matches
+            .ids()
+            .filter(|id| {
+                matches.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+            })
+            .map(|id| id.as_str().to_owned())
+            .collect();
+        ReplaySettings::resolve(
+            &cli.replay,
+            &given_arguments(&matches),
+            &command_line,
+            config,
+            std::iter::empty(),
+        )
+    }
+
+    #[test]
+    fn replay_shares_run_settings_with_its_own_group_and_range() {
+        let config: Config = toml::from_str(
+            "[service]\ngroup_id = \"live\"\nbrokers = \"file:1\"\nunique_topic = \"u\"\n",
+        )
+        .unwrap();
+        let r = resolve_replay(&["--topic", "archive"], &config).unwrap();
+        assert_eq!(
+            r.settings.service.group_id, REPLAY_GROUP_ID,
+            "not run's group"
+        );
+        assert_eq!(r.settings.consumer_properties["group.id"], REPLAY_GROUP_ID);
+        assert_eq!(
+            r.settings.consumer_properties["enable.partition.eof"],
+            "true"
+        );
+        assert_eq!(r.settings.service.input_topic, "archive");
+        assert_eq!(
+            r.settings.service.brokers, "file:1",
+            "run's settings from the file"
+        );
+        assert_eq!(r.settings.service.unique_topic, "u");
+        assert!(!r.serve_metrics, "/metrics only on request");
+        assert_eq!(r.range.from_offsets, BTreeMap::new());
+
+        let r = resolve_replay(
+            &[
+                "--group-id",
+                "backfill",
+                "--metrics-addr",
+                "127.0.0.1:9999",
+                "--from-offset",
+                "0:12,3:0",
+                "--to-time",
+                "2024-03-01T00:00:00Z",
+            ],
+            &config,
+        )
+        .unwrap();
+        assert_eq!(r.settings.service.group_id, "backfill");
+        assert!(r.serve_metrics);
+        assert_eq!(r.range.from_offsets, BTreeMap::from([(0, 12), (3, 0)]));
+        assert_eq!(r.range.to_ms, Some(1_709_251_200_000));
+
+        let refused = |args: &[&str]| resolve_replay(args, &config).unwrap_err().to_string();
+        assert!(refused(&["--group-id", "live"]).contains("group of `run`"));
+        assert!(refused(&["--from-offset", "0-12"]).contains("PARTITION:OFFSET"));
+        assert!(refused(&["--from-offset", "1:2,1:3"]).contains("twice"));
+        assert!(refused(&["--from-time", "yesterday"]).contains("--from-time"));
+        assert!(
+            refused(&["--from-time", "2024-03-02", "--to-time", "2024-03-01"])
+                .contains("before --to-time")
+        );
+        assert!(
+            refused(&["--from-offset", "0:1", "--from-time", "2024-03-01"])
+                .contains("cannot be used with")
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ const CORE: [&str; 13] = [
 ];
 
 /// What the core must not name: edge crates and edge modules of this crate.
-const FORBIDDEN: [&str; 13] = [
+const FORBIDDEN: [&str; 15] = [
     "rdkafka",
     "tokio",
     "clap",
@@ -33,6 +33,8 @@ const FORBIDDEN: [&str; 13] = [
     "metrics_exporter_prometheus",
     "crate::kafka",
     "crate::service",
+    "crate::replay",
+    "indicatif",
     "crate::settings",
     "crate::config",
     "crate::metrics",

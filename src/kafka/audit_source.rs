@@ -44,15 +44,15 @@ const STALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Shown records closer than this (in offsets) are read in one run rather than sought apart.
 const RUN_GAP: i64 = 2_000;
 
-/// A range of one partition to read.
+/// A range of one partition to read (also `replay`'s, see `kafka::range`).
 #[derive(Debug, Clone, PartialEq)]
-struct Span {
-    partition: i32,
-    start: i64,
+pub struct Span {
+    pub partition: i32,
+    pub start: i64,
     /// First offset not to read. Exact: a known record offset (a `--to-time` bound, a re-read);
     /// otherwise the watermark at the start, read past while records are older than the audit.
-    end: i64,
-    exact: bool,
+    pub end: i64,
+    pub exact: bool,
 }
 
 /// One record handed to a pass.
@@ -68,7 +68,7 @@ fn now_ms() -> i64 {
     crate::dedup::now_ms() as i64
 }
 
-fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsumer> {
+pub(crate) fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsumer> {
     let mut config = ClientConfig::new();
     config
         .set("client.id", "newsdedup-audit")
@@ -90,7 +90,7 @@ fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsumer> {
 }
 
 /// The partitions of `topic`, or an error naming the topic.
-fn partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
+pub(crate) fn partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
     let md = consumer
         .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
         .with_context(|| {
@@ -147,7 +147,7 @@ fn offsets_for(
 /// not older than their bound, and "no record that recent" is checked against the newest
 /// records. A broker that answers wrongly (Tansu 0.6 answers offset 0 for any time) then costs a
 /// longer read filtered by timestamp, never records.
-fn spans(
+pub(crate) fn spans(
     consumer: &BaseConsumer,
     topic: &str,
     from: Option<i64>,

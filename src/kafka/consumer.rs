@@ -16,6 +16,10 @@
 //!   commit what is done, forget the rest (late acknowledgements are ignored: epochs).
 //! * Assign: librdkafka resumes from the committed offsets (or `auto.offset.reset` for a new group);
 //!   the committed offsets are logged and exported.
+//! * Bounded (`replay`, [`run_bounded`]): the partitions are assigned by the caller at explicit
+//!   start offsets (no rebalance callbacks run), and a [`Bounds`] decides for each fetched record
+//!   whether it is in range; the loop ends like a shutdown (drain, final commit) once every
+//!   partition is done.
 
 use super::engine::{Engine, EngineError, EngineHandle};
 use super::record::InputMessage;
@@ -102,6 +106,10 @@ pub fn create_consumer(
 
 impl ClientContext for ConsumerCtx {
     fn error(&self, error: KafkaError, reason: &str) {
+        // The end of a partition (`enable.partition.eof`, replay) is an event, not an error.
+        if error.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF) {
+            return;
+        }
         self.client.report(&error, reason);
     }
 
@@ -467,12 +475,62 @@ fn export_progress(shared: &Shared) {
     metrics::gauge!(m::HEALTHY).set(if healthy { 1.0 } else { 0.0 });
 }
 
+/// What the consumer loop does with a fetched record of a bounded consumption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// In range: decide it.
+    Decide,
+    /// Before the range (a broker that could not seek by time): pass over it.
+    Skip,
+    /// Past the range: not decided, and its partition is done (paused).
+    End,
+}
+
+/// Where a bounded consumption (`replay`) stops by itself; `run` has none.
+pub trait Bounds {
+    fn admit(&mut self, partition: i32, offset: i64, timestamp_ms: Option<i64>) -> Admit;
+    /// librdkafka reached the end of the partition (`enable.partition.eof`).
+    fn end_of_partition(&mut self, partition: i32);
+    /// True once every partition is done.
+    fn complete(&self) -> bool;
+}
+
 /// Consumes until `stop` is set or the decision stage fails, then drains and commits.
 pub fn run_loop(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
     settings: &Settings,
     stop: &AtomicBool,
+) -> LoopExit {
+    consume(consumer, engine, settings, stop, None)
+}
+
+/// As [`run_loop`] over the partitions assigned to `consumer` (with `assign`), also stopping,
+/// draining and committing once `bounds` is complete.
+pub fn run_bounded(
+    consumer: &Arc<InputConsumer>,
+    engine: &mut Engine,
+    settings: &Settings,
+    stop: &AtomicBool,
+    bounds: &mut dyn Bounds,
+) -> LoopExit {
+    consume(consumer, engine, settings, stop, Some(bounds))
+}
+
+fn pause_partition(consumer: &InputConsumer, topic: &str, partition: i32) {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, partition);
+    if let Err(e) = consumer.pause(&tpl) {
+        tracing::warn!("cannot pause fetching {topic} [{partition}]: {e}");
+    }
+}
+
+fn consume(
+    consumer: &Arc<InputConsumer>,
+    engine: &mut Engine,
+    settings: &Settings,
+    stop: &AtomicBool,
+    mut bounds: Option<&mut dyn Bounds>,
 ) -> LoopExit {
     let ctx = consumer.context();
     let shared = ctx.shared.clone();
@@ -491,7 +549,7 @@ pub fn run_loop(
     shared.health.set_state(State::Running);
 
     let fatal = loop {
-        if stop.load(Ordering::SeqCst) {
+        if stop.load(Ordering::SeqCst) || bounds.as_ref().is_some_and(|b| b.complete()) {
             break None;
         }
         if let Some(f) = shared.engine.failure() {
@@ -519,6 +577,16 @@ pub fn run_loop(
             None => {}
             Some(Ok(msg)) => {
                 shared.health.broker_ok();
+                let admit = bounds.as_mut().map_or(Admit::Decide, |b| {
+                    b.admit(msg.partition(), msg.offset(), msg.timestamp().to_millis())
+                });
+                if admit != Admit::Decide {
+                    if admit == Admit::End {
+                        pause_partition(consumer, &shared.topic, msg.partition());
+                    }
+                    shared.health.polled();
+                    continue;
+                }
                 let bytes = msg.payload_len() + msg.key_len();
                 let epoch =
                     shared
@@ -530,6 +598,11 @@ pub fn run_loop(
                 consumed.increment(1);
                 if let Err(e) = engine.submit(input) {
                     break Some(e.to_string());
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) if bounds.is_some() => {
+                if let Some(b) = bounds.as_mut() {
+                    b.end_of_partition(p);
                 }
             }
             Some(Err(e)) => report_poll_error(&shared, &ctx.client, &e),

@@ -15,7 +15,9 @@
 //! * [`record`]: input message / output record / headers (pure).
 //! * [`engine`]: prepare pool + decision thread behind `Preparer` / `OutputSink` (no Kafka).
 //! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
-//! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling.
+//! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling; bounded by
+//!   [`consumer::Bounds`] for `replay`.
+//! * [`range`]: where `replay` starts and stops in each partition.
 
 pub mod audit_source;
 pub mod consumer;
@@ -23,6 +25,7 @@ pub mod engine;
 pub mod exclusive;
 pub mod follow;
 pub mod producer;
+pub mod range;
 pub mod record;
 pub mod tracker;
 

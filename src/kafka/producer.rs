@@ -65,7 +65,8 @@ impl Acks {
         }
     }
 
-    fn delivered(&self, kind: OutputKind, ticket: &Ticket) {
+    /// The output of `ticket`'s input is acknowledged (by the broker, or written by a dry run).
+    pub fn delivered(&self, kind: OutputKind, ticket: &Ticket) {
         self.delivered[kind as usize].increment(1);
         self.latency.record(ticket.received.elapsed().as_secs_f64());
         self.tracker
