@@ -22,3 +22,4 @@ pub mod settings;
 pub mod simhash;
 pub mod sketch;
 pub mod text;
+pub mod time;

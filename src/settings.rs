@@ -12,6 +12,7 @@
 
 use crate::config::Config;
 use crate::simhash::GUARANTEED_DISTANCE;
+use crate::time::TimeSpan;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -127,6 +128,11 @@ pub struct RunArgs {
     /// Near-duplicate threshold (Hamming distance) [default: [dedup] threshold, 3]
     #[arg(long, env = "NEWSDEDUP_THRESHOLD")]
     pub threshold: Option<u32>,
+    /// Retention window by event time, e.g. 30d, 2w, 12h: indexed articles older than this
+    /// (by `published_at`, else the record timestamp) no longer match and are removed
+    /// [default: [index] retention, keep for ever]
+    #[arg(long, env = "NEWSDEDUP_RETENTION", value_name = "SPAN")]
+    pub retention: Option<TimeSpan>,
     /// librdkafka property (repeatable, as in kcat), e.g. -X security.protocol=SSL; consumer-only
     /// and producer-only properties go to that client, the others to both. Also
     /// NEWSDEDUP_KAFKA_<NAME> variables (SECURITY_PROTOCOL -> security.protocol) and
@@ -168,6 +174,8 @@ pub struct Settings {
     pub service: ServiceConfig,
     /// `--threshold` over `[dedup] threshold`.
     pub threshold: u32,
+    /// `--retention` over `[index] retention`.
+    pub retention: Option<TimeSpan>,
     pub metrics_addr: SocketAddr,
     /// Final librdkafka configuration of the consumer.
     pub consumer_properties: BTreeMap<String, String>,
@@ -211,6 +219,7 @@ impl Settings {
         Ok(Settings {
             service,
             threshold,
+            retention: args.retention.or(config.index.retention),
             metrics_addr,
             consumer_properties,
             producer_properties,

@@ -657,10 +657,12 @@ fn decide_one<D: DecisionStage>(
 ) -> Result<(OutputRecord, Ticket), IndexError> {
     let Ready {
         msg,
-        prepared,
+        mut prepared,
         prepare_secs,
         ..
     } = item;
+    // Without a readable `published_at`, the record timestamp is the article's event time.
+    prepared.set_record_time(msg.timestamp_ms);
     metrics.prepare_secs.record(prepare_secs);
     let start = Instant::now();
     let ticket = msg.ticket();
