@@ -204,8 +204,8 @@ pub fn format_rfc3339(ms: i64) -> String {
 }
 
 /// A span of time as an operator writes it: a whole number and a unit, `30d`, `2w`, `12h`,
-/// `90m`, `3600s` (days, weeks, hours, minutes, seconds). Written back in the largest unit that
-/// divides it.
+/// `90m`, `3600s` (weeks, days, hours, minutes, seconds). Written back in the largest unit up to
+/// days that divides it (`2w` as `14d`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TimeSpan {
     ms: u64,
@@ -273,7 +273,7 @@ impl std::str::FromStr for TimeSpan {
 
 impl std::fmt::Display for TimeSpan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match SPAN_UNITS
+        match SPAN_UNITS[1..]
             .iter()
             .find(|(_, per)| self.ms >= *per && self.ms.is_multiple_of(*per))
         {
@@ -439,11 +439,11 @@ mod tests {
         for (text, ms, back) in [
             ("30d", 30 * MS_PER_DAY, "30d"),
             ("12h", 12 * 3_600_000, "12h"),
-            ("2w", 14 * MS_PER_DAY, "2w"),
-            ("14d", 14 * MS_PER_DAY, "2w"),
+            ("2w", 14 * MS_PER_DAY, "14d"),
+            ("14d", 14 * MS_PER_DAY, "14d"),
             ("90m", 90 * 60_000, "90m"),
             ("3600s", 3_600_000, "1h"),
-            (" 7d ", 7 * MS_PER_DAY, "1w"),
+            (" 7d ", 7 * MS_PER_DAY, "7d"),
         ] {
             let span: TimeSpan = text.parse().unwrap();
             assert_eq!(span.as_ms(), ms, "{text}");
