@@ -653,6 +653,27 @@ mod tests {
     }
 
     #[test]
+    fn retention_flag_overrides_the_index_section_and_bad_spans_are_refused() {
+        let mut config = Config::default();
+        assert_eq!(resolve(&[], &config, &[]).unwrap().retention, None);
+        config.index.retention = Some("30d".parse().unwrap());
+        assert_eq!(
+            resolve(&[], &config, &[]).unwrap().retention,
+            Some(TimeSpan::from_days(30))
+        );
+        assert_eq!(
+            resolve(&["--retention", "12h"], &config, &[])
+                .unwrap()
+                .retention,
+            Some(TimeSpan::from_secs(12 * 3600))
+        );
+        let err = resolve(&["--retention", "30"], &config, &[]).unwrap_err();
+        assert!(err.to_string().contains("e.g. 30d"), "{err}");
+        let err = toml::from_str::<Config>("[index]\nretention = \"forever\"\n").unwrap_err();
+        assert!(err.to_string().contains("e.g. 30d"), "{err}");
+    }
+
+    #[test]
     fn clap_defaults_are_the_struct_defaults() {
         let s = resolve(&[], &Config::default(), &[]).unwrap();
         let expected = ServiceConfig {
