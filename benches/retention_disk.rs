@@ -95,7 +95,7 @@ fn main() {
     for day in 0..days {
         for i in 0..per_day {
             let event_ms = START + day * DAY + (i as i64 * DAY) / per_day as i64;
-            let unique = seq % 3 != 0;
+            let unique = !seq.is_multiple_of(3);
             let url = format!("https://news.example.com/{day}/{i}/article-{seq}.html");
             let rec = StoredArticle {
                 seq,

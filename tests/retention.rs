@@ -333,7 +333,7 @@ fn removal_is_bounded_per_write_and_keeps_the_index_consistent() {
         // 30 days of articles, one in three a duplicate.
         for seq in 0..total {
             let event = start + (seq as i64 * 30 * DAY) / total as i64;
-            let rec = record(seq, event, seq % 3 != 0);
+            let rec = record(seq, event, !seq.is_multiple_of(3));
             index
                 .insert(
                     &format!("id-{seq}"),
