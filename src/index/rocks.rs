@@ -1147,8 +1147,8 @@ impl RocksIndex {
         if removed > 0 {
             metrics::counter!(EXPIRED_ARTICLES).increment(removed);
         }
-        // Only raise it: an article staged meanwhile may have lowered it (not possible with one
-        // writer, but the floor must never claim more than is true).
+        // `&mut self`: nothing was staged since `floor` was read, so `new_floor` (>= `floor`) is
+        // what the queue now guarantees.
         self.expiry_floor.fetch_max(new_floor, Ordering::Relaxed);
         Ok(removed)
     }
