@@ -56,6 +56,9 @@ fn main() {
             Fingerprint(rng.gen())
         };
         let rec = StoredArticle {
+            event_ms: 0,
+            published_ms: None,
+            event_time_clamped: false,
             seq,
             fingerprint: fp,
             url: None,
@@ -89,6 +92,8 @@ fn main() {
             deduper
                 .decide(
                     &DecisionInput {
+                        published_ms: None,
+                        record_time_ms: None,
                         id: &id,
                         url: None,
                         title: None,

@@ -73,6 +73,9 @@ fn main() {
         // Bulk load through the same atomic insert the service uses.
         for seq in 0..n {
             let rec = StoredArticle {
+                event_ms: 0,
+                published_ms: None,
+                event_time_clamped: false,
                 seq,
                 fingerprint: Fingerprint(rng.gen()),
                 url: Some(format!("https://news.example.com/2019/{seq}.html")),
@@ -176,6 +179,8 @@ fn query_phase(
         let d = deduper
             .decide(
                 &DecisionInput {
+                    published_ms: None,
+                    record_time_ms: None,
                     id: &id,
                     url: Some("https://x.example/q"),
                     title: Some("查询"),

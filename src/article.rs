@@ -101,6 +101,8 @@ pub struct Article<'a> {
     /// "" when absent or null.
     title: Cow<'a, str>,
     url: Option<Cow<'a, str>>,
+    /// `published_at` as written.
+    published_at: Option<Cow<'a, str>>,
     /// The record has a `dedup` member of its own (the output replaces it).
     has_dedup: bool,
 }
@@ -203,7 +205,7 @@ impl<'a> Article<'a> {
         let title = optional("title", f.title)?.unwrap_or_default();
         let url = optional("url", f.url)?;
         optional("source", f.source)?;
-        optional("published_at", f.published_at)?;
+        let published_at = optional("published_at", f.published_at)?;
         if content.trim().is_empty() && title.trim().is_empty() {
             return Err(invalid(
                 InvalidReason::EmptyText,
@@ -216,6 +218,7 @@ impl<'a> Article<'a> {
             content,
             title,
             url,
+            published_at,
             has_dedup: f.has_dedup,
         })
     }
@@ -235,6 +238,18 @@ impl<'a> Article<'a> {
 
     pub fn url(&self) -> Option<&str> {
         self.url.as_deref()
+    }
+
+    /// `published_at` as written (any text; see [`Article::published_ms`]).
+    pub fn published_at(&self) -> Option<&str> {
+        self.published_at.as_deref()
+    }
+
+    /// `published_at` read as a time (Unix ms, see [`crate::time::parse_time`]): None when absent
+    /// or not a time this reads (the article is still valid; its event time then comes from the
+    /// record or the arrival).
+    pub fn published_ms(&self) -> Option<i64> {
+        self.published_at().and_then(crate::time::parse_time)
     }
 
     /// The record's own text (trimmed of nothing; see `output::open_record`).

@@ -6,7 +6,9 @@
 //! in parallel; only this step is serial.
 
 use crate::error::IndexError;
-use crate::index::{ArticleStore, Candidate, MatchRef, Revision, StoredArticle, StoredDecision};
+use crate::index::{
+    event_time, ArticleStore, Candidate, MatchRef, Revision, StoredArticle, StoredDecision,
+};
 use crate::simhash::Fingerprint;
 use crate::sketch::{Similarity, Sketch};
 use serde::{Deserialize, Serialize};
@@ -73,6 +75,10 @@ pub struct DecisionInput<'a> {
     pub fingerprint: Fingerprint,
     /// Content sketch for the second check (None: simhash distance alone decides).
     pub sketch: Option<&'a Sketch>,
+    /// The article's `published_at` (Unix ms), when it has a readable one.
+    pub published_ms: Option<i64>,
+    /// The timestamp of the record that carried it (Kafka), if any.
+    pub record_time_ms: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -95,6 +101,10 @@ pub struct Decision {
     pub similarity: Option<Similarity>,
     /// Set when the id was known with other content: this decision replaced that version.
     pub revision: Option<Revision>,
+    /// The article's event time (Unix ms, see [`event_time`]).
+    pub event_ms: i64,
+    /// The claimed event time was too far in the future: the arrival time was used.
+    pub event_time_clamped: bool,
 }
 
 impl Decision {
@@ -163,7 +173,9 @@ impl<S: ArticleStore> Deduper<S> {
         self.store
     }
 
-    /// Decides one article and records the decision. `now_ms` is the first-seen time to store.
+    /// Decides one article and records the decision. `now_ms` is the first-seen time to store
+    /// (and the arrival time of [`event_time`]). With a retention window, indexed articles whose
+    /// event time is more than the window before this article's are not matched.
     pub fn decide(
         &mut self,
         input: &DecisionInput<'_>,
@@ -177,6 +189,16 @@ impl<S: ArticleStore> Deduper<S> {
             }
             other => other,
         };
+        let (event_ms, event_time_clamped) = event_time(
+            input.published_ms,
+            input.record_time_ms,
+            i64::try_from(now_ms).unwrap_or(i64::MAX),
+        );
+        // Older than this: outside the retention window, not matched (even before its removal).
+        let oldest_matched = self
+            .store
+            .retention()
+            .map_or(i64::MIN, |r| event_ms.saturating_sub(r.as_ms()));
         let search = self.rule.threshold.max(self.rule.rescue_distance);
         self.scratch.clear();
         let mut fetched: Vec<(u64, StoredArticle)> = Vec::new();
@@ -218,6 +240,12 @@ impl<S: ArticleStore> Deduper<S> {
                 Some(i) => Some(fetched.swap_remove(i).1),
                 None => self.store.get(&c.id)?,
             };
+            if original
+                .as_ref()
+                .is_some_and(|o| o.event_ms < oldest_matched)
+            {
+                continue;
+            }
             let sim = match (
                 input.sketch,
                 original.as_ref().and_then(|o| o.sketch.as_ref()),
@@ -232,10 +260,13 @@ impl<S: ArticleStore> Deduper<S> {
                     url: original
                         .as_ref()
                         .and_then(|o| o.url.as_deref().map(match_text)),
-                    title: original.and_then(|o| o.title.as_deref().map(match_text)),
+                    title: original
+                        .as_ref()
+                        .and_then(|o| o.title.as_deref().map(match_text)),
                     fingerprint: c.fingerprint,
                     distance: c.distance,
                     containment: sim.map(|s| (s.containment * 1000.0).round() / 1000.0),
+                    published_ms: original.as_ref().and_then(|o| o.published_ms),
                 });
                 break;
             }
@@ -257,6 +288,9 @@ impl<S: ArticleStore> Deduper<S> {
                 number: p.revision.map_or(1, |r| r.number.saturating_add(1)),
                 previous_fingerprint: p.fingerprint,
             }),
+            event_ms,
+            published_ms: input.published_ms,
+            event_time_clamped,
         };
         // Only unique articles become searchable: a duplicate always points at the first copy of
         // its story, never at another copy.
@@ -272,6 +306,8 @@ impl<S: ArticleStore> Deduper<S> {
             candidates,
             similarity,
             revision: record.revision,
+            event_ms,
+            event_time_clamped,
         })
     }
 
@@ -287,6 +323,8 @@ impl<S: ArticleStore> Deduper<S> {
             candidates: 0,
             similarity: None,
             revision: stored.revision,
+            event_ms: stored.event_ms,
+            event_time_clamped: stored.event_time_clamped,
         }
     }
 }

@@ -25,3 +25,4 @@ pub mod settings;
 pub mod simhash;
 pub mod sketch;
 pub mod text;
+pub mod time;

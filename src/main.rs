@@ -14,6 +14,7 @@ use newsdedup::index::RocksIndex;
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::replica::{self, TopicSource};
 use newsdedup::settings::{self, ReplayArgs, RunArgs};
+use newsdedup::time::TimeSpan;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::fs::File;
@@ -94,6 +95,10 @@ enum Command {
         /// No progress lines on stderr (the summary is still printed).
         #[arg(long)]
         quiet: bool,
+        /// Retention window by event time, e.g. 30d, 2w, 12h [default: [index] retention, keep
+        /// for ever]: older indexed articles no longer match and are removed.
+        #[arg(long, value_name = "SPAN")]
+        retention: Option<TimeSpan>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -212,10 +217,15 @@ struct AuditArgs {
 
 #[derive(Subcommand)]
 enum IndexCommand {
-    /// Articles, disk size and bucket occupancy (largest buckets) of an index.
+    /// Articles, disk size, bucket occupancy (largest buckets) and age distribution (articles per
+    /// day and week of event time, stream time, what is due for removal) of an index.
     Stats {
         #[arg(long)]
         index_dir: PathBuf,
+        /// Retention window the "due for expiry" count is for, e.g. 30d (the window is not stored
+        /// in the index: give the one the service runs with).
+        #[arg(long, value_name = "SPAN")]
+        retention: Option<TimeSpan>,
         /// Largest buckets listed per block family.
         #[arg(long, default_value_t = 5)]
         top: usize,
@@ -318,21 +328,17 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             threads: t,
             max_article_bytes,
             quiet,
+            retention,
             common,
         } => {
+            let mut config = load_config(&common)?;
+            config.index.retention = retention.or(config.index.retention);
             let opts = BatchOptions {
                 threads: threads(t),
                 max_article_bytes,
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
             };
-            cmd_batch(
-                &input,
-                &output,
-                &index_dir,
-                threshold,
-                &opts,
-                &load_config(&common)?,
-            )
+            cmd_batch(&input, &output, &index_dir, threshold, &opts, &config)
         }
         Command::Run { args, common } => {
             newsdedup::service::run(*args, given, load_config(&common)?)
@@ -349,9 +355,10 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
         Command::Index { command } => match command {
             IndexCommand::Stats {
                 index_dir,
+                retention,
                 top,
                 json,
-            } => cmd_index_stats(&index_dir, top, json),
+            } => cmd_index_stats(&index_dir, retention, top, json),
             IndexCommand::Verify { index_dir } => cmd_index_verify(&index_dir),
             IndexCommand::Delete { index_dir, ids } => cmd_index_delete(&index_dir, &ids),
             IndexCommand::Rebuild {
@@ -593,10 +600,13 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
                 (None, None) => "every record".to_owned(),
                 (f, t) => format!(
                     "record timestamps from {} to {}",
-                    f.map_or_else(|| "the oldest record".to_owned(), audit::time::format_utc),
+                    f.map_or_else(
+                        || "the oldest record".to_owned(),
+                        newsdedup::time::format_utc
+                    ),
                     t.map_or_else(
                         || "the end at the start of the audit".to_owned(),
-                        audit::time::format_utc
+                        newsdedup::time::format_utc
                     ),
                 ),
             };
@@ -639,10 +649,15 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
     Ok(())
 }
 
-fn cmd_index_stats(index_dir: &Path, top: usize, json: bool) -> Result<()> {
+fn cmd_index_stats(
+    index_dir: &Path,
+    retention: Option<TimeSpan>,
+    top: usize,
+    json: bool,
+) -> Result<()> {
     ensure_index_exists(index_dir)?;
     let index = RocksIndex::open_raw(index_dir, &Default::default())?;
-    let stats = index.stats(top)?;
+    let stats = index.stats(top, retention)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&stats)?);
         return Ok(());
@@ -686,6 +701,31 @@ fn cmd_index_stats(index_dir: &Path, top: usize, json: bool) -> Result<()> {
         b.crowded_entries,
         largest.join(" ")
     );
+    let age = &stats.age;
+    let unknown = || "-".to_owned();
+    println!(
+        "event time:       oldest {}, newest {}, stream time {}",
+        age.oldest.clone().unwrap_or_else(unknown),
+        age.newest.clone().unwrap_or_else(unknown),
+        age.stream_time.clone().unwrap_or_else(unknown)
+    );
+    match (&age.retention, &age.expiry_cutoff) {
+        (Some(window), Some(cutoff)) => println!(
+            "retention {window}:    {} articles due for expiry (event time before {cutoff})",
+            age.due_for_expiry
+        ),
+        _ => println!(
+            "retention:        none given (--retention 30d shows what a window would remove)"
+        ),
+    }
+    let rows = if age.per_week.is_empty() {
+        ("day", &age.per_day)
+    } else {
+        ("week from", &age.per_week)
+    };
+    for (label, n) in rows.1 {
+        println!("  {} {label}: {n}", rows.0);
+    }
     Ok(())
 }
 

@@ -38,6 +38,7 @@ pub const HEALTHY: &str = "newsdedup_healthy";
 pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
 pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
 pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
+pub const INDEX_STREAM_TIME: &str = "newsdedup_index_stream_time_seconds";
 pub const GROUP_COMMIT_SIZE: &str = "newsdedup_group_commit_records";
 pub const STANDBY_RECORDS: &str = "newsdedup_standby_records_total";
 pub const STANDBY_LAG: &str = "newsdedup_standby_lag_records";
@@ -228,6 +229,18 @@ fn describe() {
         crate::index::rocks::CROWDED_LOOKUPS,
         Unit::Count,
         "Lookups that met a block bucket of more than 4096 fingerprints and finished it by seeks."
+    );
+    describe_counter!(
+        crate::index::rocks::EXPIRED_ARTICLES,
+        Unit::Count,
+        "Articles removed by the retention window ([index] retention, --retention)."
+    );
+    // Shown (as 0) before the first removal, so a dashboard can tell "nothing removed" from "no data".
+    metrics::counter!(crate::index::rocks::EXPIRED_ARTICLES).increment(0);
+    describe_gauge!(
+        INDEX_STREAM_TIME,
+        Unit::Seconds,
+        "Stream time of the index: the newest event time (Unix seconds) of any indexed article; the retention window removes articles older than it by the window."
     );
     describe_gauge!(
         INDEX_UNIQUE,

@@ -29,9 +29,14 @@ pub fn dedup_member(decision: &Decision) -> Value {
                 "fingerprint": m.fingerprint.to_hex(),
                 "distance": m.distance,
                 "containment": m.containment,
+                "published_at": m.published_ms.map(crate::time::format_rfc3339),
             }
         }),
     };
+    // The article's claimed time was too far ahead of its arrival: the arrival time was used.
+    if let (true, Some(obj)) = (decision.event_time_clamped, member.as_object_mut()) {
+        obj.insert("event_time_clamped".into(), json!(true));
+    }
     // A later version of a known id: which one, and what it replaced.
     if let (Some(r), Some(obj)) = (decision.revision, member.as_object_mut()) {
         obj.insert("revision".into(), json!(r.number));

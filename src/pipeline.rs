@@ -16,10 +16,17 @@ pub struct ArticleRef {
     pub url: Option<String>,
     /// "" when the article has no title.
     pub title: String,
+    /// `published_at` read as a time (Unix ms).
+    pub published_ms: Option<i64>,
+    /// The timestamp of the record that carried the article (Kafka), if any: its event time
+    /// when it has no readable `published_at`. Set by the edge ([`Prepared::set_record_time`]).
+    pub record_time_ms: Option<i64>,
 }
 
 /// Result of the parallel stage.
 #[derive(Debug)]
+// Nearly every record is valid: boxing the large variant would only add an allocation per record.
+#[allow(clippy::large_enum_variant)]
 pub enum Prepared {
     Valid {
         article: ArticleRef,
@@ -29,6 +36,15 @@ pub enum Prepared {
         open_record: Vec<u8>,
     },
     Invalid(InvalidArticle),
+}
+
+impl Prepared {
+    /// Records the timestamp of the record that carried the article (Kafka's record timestamp).
+    pub fn set_record_time(&mut self, record_time_ms: Option<i64>) {
+        if let Prepared::Valid { article, .. } = self {
+            article.record_time_ms = record_time_ms;
+        }
+    }
 }
 
 /// Parses, validates and fingerprints one raw record.
@@ -53,6 +69,8 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
                 id: article.id().to_owned(),
                 url: article.url().map(str::to_owned),
                 title: article.title().to_owned(),
+                published_ms: article.published_ms(),
+                record_time_ms: None,
             },
             fingerprint,
             open_record,
@@ -113,6 +131,8 @@ pub fn decide<S: ArticleStore>(
                 title: (!article.title.is_empty()).then_some(article.title.as_str()),
                 fingerprint: fingerprint.fingerprint,
                 sketch: Some(&fingerprint.sketch),
+                published_ms: article.published_ms,
+                record_time_ms: article.record_time_ms,
             };
             let decision = deduper.decide(&input, now_ms)?;
             Ok(Outcome::Decided {

@@ -111,6 +111,7 @@ pub fn rebuild_from_files(
                         bytes,
                         timestamp_ms: None,
                         position: None,
+                        input_time_ms: None,
                     }));
                 }
                 // Not a record `batch` writes: reported as unreadable.
@@ -120,6 +121,7 @@ pub fn rebuild_from_files(
                         bytes: Vec::new(),
                         timestamp_ms: None,
                         position: None,
+                        input_time_ms: None,
                     }));
                 }
                 None => current = files.next(),

@@ -72,13 +72,16 @@ struct WithDedup {
     dedup: Option<DedupMember>,
 }
 
-/// Restores one output record. `decided_ms` is when it was decided (the record's timestamp
-/// where it has one). `Ok(None)`: a record to skip (an invalid input's DLQ record).
+/// Restores one output record. `decided_ms` is when it was decided (the output record's
+/// timestamp where it has one), `input_time_ms` the timestamp of the input record it answers
+/// (header `newsdedup.source.timestamp`): with `published_at`, they give the article's event time
+/// as the decision computed it. `Ok(None)`: a record to skip (an invalid input's DLQ record).
 pub fn restore(
     record: &[u8],
     fingerprinter: &Fingerprinter,
     max_bytes: usize,
     decided_ms: u64,
+    input_time_ms: Option<i64>,
 ) -> Result<Option<Restored>, RestoreError> {
     let member = serde_json::from_slice::<WithDedup>(record)
         .map_err(|e| RestoreError::NotDecided(format!("not a JSON object with `dedup`: {e}")))?
@@ -122,6 +125,9 @@ pub fn restore(
         _ => None,
     };
     let title = article.title();
+    let published_ms = article.published_ms();
+    let (event_ms, event_time_clamped) =
+        crate::index::event_time(published_ms, input_time_ms, decided_ms as i64);
     Ok(Some(Restored {
         id: article.id().to_owned(),
         article: StoredArticle {
@@ -134,6 +140,9 @@ pub fn restore(
             matched: member.matched,
             sketch: Some(fingerprinted.sketch),
             revision,
+            event_ms,
+            published_ms,
+            event_time_clamped,
         },
         searchable: decision == StoredDecision::Unique,
     }))
@@ -185,6 +194,8 @@ pub struct SourceRecord {
     pub timestamp_ms: Option<u64>,
     /// Where it was read (topic, partition, offset); None for a file line.
     pub position: Option<(Arc<str>, i32, i64)>,
+    /// Timestamp of the input record it answers (header `newsdedup.source.timestamp`).
+    pub input_time_ms: Option<i64>,
 }
 
 /// Counters of a restore run.
@@ -253,7 +264,13 @@ pub fn restore_all<T: RestoreTarget>(
         threads * 64,
         |rec: SourceRecord| {
             let decided = rec.timestamp_ms.unwrap_or(now);
-            let restored = restore(&rec.bytes, fingerprinter, max_bytes, decided);
+            let restored = restore(
+                &rec.bytes,
+                fingerprinter,
+                max_bytes,
+                decided,
+                rec.input_time_ms,
+            );
             (restored, rec.position)
         },
         |_, (restored, position)| -> Result<(), RestoreRunError> {
@@ -322,7 +339,7 @@ mod tests {
     #[test]
     fn a_unique_record_comes_back_searchable_with_its_sketch() {
         let fpr = fp();
-        let r = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 42)
+        let r = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 42, None)
             .unwrap()
             .unwrap();
         assert_eq!(r.id, "a1");
@@ -343,13 +360,13 @@ mod tests {
         let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
         let tampered = record.replace(&f.to_hex(), &Fingerprint(f.0 ^ 1).to_hex());
         assert!(matches!(
-            restore(tampered.as_bytes(), &fpr, 1 << 20, 0),
+            restore(tampered.as_bytes(), &fpr, 1 << 20, 0, None),
             Err(RestoreError::IdentityMismatch { .. })
         ));
         let dlq = br#"{"line":3,"dedup":{"decision":"invalid","error":"bad_json: x"}}"#;
-        assert_eq!(restore(dlq, &fpr, 1 << 20, 0), Ok(None));
+        assert_eq!(restore(dlq, &fpr, 1 << 20, 0, None), Ok(None));
         assert!(matches!(
-            restore(b"{not json", &fpr, 1 << 20, 0),
+            restore(b"{not json", &fpr, 1 << 20, 0, None),
             Err(RestoreError::NotDecided(_))
         ));
     }
@@ -357,7 +374,7 @@ mod tests {
     #[test]
     fn applying_is_idempotent_and_keeps_the_newest_revision() {
         let fpr = fp();
-        let first = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 0)
+        let first = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 0, None)
             .unwrap()
             .unwrap()
             .article;

@@ -329,15 +329,22 @@ pub(crate) fn open_index(
     let fingerprinter =
         Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
     let dir = &settings.service.index_dir;
-    let index = RocksIndex::open(dir, fingerprinter.identity(), &config.index)
+    let index_config = crate::index::IndexConfig {
+        retention: settings.retention,
+        ..config.index.clone()
+    };
+    let index = RocksIndex::open(dir, fingerprinter.identity(), &index_config)
         .with_context(|| format!("cannot open the index in {}", dir.display()))?;
     let counts = crate::index::ArticleStore::counts(&index);
     tracing::info!(
-        "index {} open: {} articles ({} unique); fingerprint identity {}",
+        "index {} open: {} articles ({} unique); fingerprint identity {}; retention {}",
         dir.display(),
         counts.articles,
         counts.unique,
-        fingerprinter.identity().digest()
+        fingerprinter.identity().digest(),
+        settings
+            .retention
+            .map_or_else(|| "none (keep for ever)".to_owned(), |r| r.to_string())
     );
     Ok((fingerprinter, index))
 }

@@ -12,6 +12,7 @@
 
 use crate::config::Config;
 use crate::simhash::GUARANTEED_DISTANCE;
+use crate::time::TimeSpan;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -83,9 +84,9 @@ pub struct ServiceConfig {
     /// the broker is reachable: a stuck pipeline, for the orchestrator to restart
     #[arg(long, env = "NEWSDEDUP_PROGRESS_TIMEOUT_MS", default_value_t = defaults().progress_timeout_ms)]
     pub progress_timeout_ms: u64,
-    /// One active instance: stop (exit non-zero after committing) when other members of the
-    /// group hold partitions of the input topic for this long (ms), and wait this long at start
-    /// for members already in the group to leave; 0 = allow several members
+    /// One active instance: decide only while holding every partition of the input topic, and
+    /// stop (exit non-zero after committing) after holding fewer for this long (ms; twice as long
+    /// for a member that held them all before); 0 = allow several members
     #[arg(long, env = "NEWSDEDUP_EXCLUSIVE_GRACE_MS", default_value_t = defaults().exclusive_grace_ms)]
     pub exclusive_grace_ms: u64,
     /// librdkafka properties for both the consumer and the producer, e.g.
@@ -133,6 +134,11 @@ pub struct RunArgs {
     /// Near-duplicate threshold (Hamming distance) [default: [dedup] threshold, 3]
     #[arg(long, env = "NEWSDEDUP_THRESHOLD")]
     pub threshold: Option<u32>,
+    /// Retention window by event time, e.g. 30d, 2w, 12h: indexed articles older than this
+    /// (by `published_at`, else the record timestamp) no longer match and are removed
+    /// [default: [index] retention, keep for ever]
+    #[arg(long, env = "NEWSDEDUP_RETENTION", value_name = "SPAN")]
+    pub retention: Option<TimeSpan>,
     /// librdkafka property (repeatable, as in kcat), e.g. -X security.protocol=SSL; consumer-only
     /// and producer-only properties go to that client, the others to both. Also
     /// NEWSDEDUP_KAFKA_<NAME> variables (SECURITY_PROTOCOL -> security.protocol) and
@@ -336,6 +342,8 @@ pub struct Settings {
     pub service: ServiceConfig,
     /// `--threshold` over `[dedup] threshold`.
     pub threshold: u32,
+    /// `--retention` over `[index] retention`.
+    pub retention: Option<TimeSpan>,
     pub metrics_addr: SocketAddr,
     /// Final librdkafka configuration of the consumer.
     pub consumer_properties: BTreeMap<String, String>,
@@ -389,6 +397,7 @@ impl Settings {
         Ok(Settings {
             service,
             threshold,
+            retention: args.retention.or(config.index.retention),
             metrics_addr,
             consumer_properties,
             producer_properties,
@@ -825,6 +834,27 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
         let cfg = Config::load(&path).unwrap();
         assert_eq!(cfg.service, ServiceConfig::default());
+    }
+
+    #[test]
+    fn retention_flag_overrides_the_index_section_and_bad_spans_are_refused() {
+        let mut config = Config::default();
+        assert_eq!(resolve(&[], &config, &[]).unwrap().retention, None);
+        config.index.retention = Some("30d".parse().unwrap());
+        assert_eq!(
+            resolve(&[], &config, &[]).unwrap().retention,
+            Some(TimeSpan::from_days(30))
+        );
+        assert_eq!(
+            resolve(&["--retention", "12h"], &config, &[])
+                .unwrap()
+                .retention,
+            Some(TimeSpan::from_secs(12 * 3600))
+        );
+        let err = resolve(&["--retention", "30"], &config, &[]).unwrap_err();
+        assert!(err.to_string().contains("e.g. 30d"), "{err}");
+        let err = toml::from_str::<Config>("[index]\nretention = \"forever\"\n").unwrap_err();
+        assert!(err.to_string().contains("e.g. 30d"), "{err}");
     }
 
     #[test]

@@ -7,8 +7,9 @@
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 13] = [
+const CORE: [&str; 14] = [
     "article.rs",
+    "time.rs",
     "text",
     "simhash.rs",
     "sketch.rs",

@@ -164,6 +164,8 @@ fn decide(
     let url = format!("https://news.example/{id}");
     d.decide(
         &DecisionInput {
+            published_ms: None,
+            record_time_ms: None,
             id,
             url: Some(&url),
             title: Some(title),
@@ -263,6 +265,8 @@ fn concurrent_near_duplicates_never_both_unique() {
                         .unwrap()
                         .decide(
                             &DecisionInput {
+                                published_ms: None,
+                                record_time_ms: None,
                                 id: &id,
                                 url: None,
                                 title: None,
@@ -295,7 +299,7 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
     use newsdedup::index::layout::{FORMAT_VERSION, META, META_FORMAT, META_IDENTITY};
     use rocksdb::{Options, DB};
     let fp = fingerprinter();
-    let expect_refusal = |dir: &std::path::Path| {
+    let expect_refusal = |dir: &std::path::Path, stored: &str| {
         for result in [
             RocksIndex::open(dir, fp.identity(), &IndexConfig::default()),
             RocksIndex::open_raw(dir, &IndexConfig::default()),
@@ -303,7 +307,7 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
             match result {
                 Err(e @ IndexError::FormatMismatch { .. }) => {
                     let msg = e.to_string();
-                    assert!(msg.contains("newsdedup-index/1"), "{msg}");
+                    assert!(msg.contains(stored), "{msg}");
                     assert!(msg.contains(FORMAT_VERSION), "{msg}");
                     assert!(msg.contains("rebuilt"), "{msg}");
                     assert!(msg.contains(&dir.display().to_string()), "{msg}");
@@ -326,7 +330,7 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
         )
         .unwrap();
     }
-    expect_refusal(dir.path());
+    expect_refusal(dir.path(), "newsdedup-index/1");
 
     // A directory as the previous version wrote it: no `bands` family.
     let old = tempfile::tempdir().unwrap();
@@ -341,14 +345,38 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
             .unwrap();
         db.put_cf(meta, META_FORMAT, b"newsdedup-index/1").unwrap();
     }
-    expect_refusal(old.path());
-    // Refusing did not add the new family: the previous version can still open the directory.
-    let mut families = DB::list_cf(&Options::default(), old.path()).unwrap();
-    families.sort();
-    let mut expected: Vec<String> = old_families.iter().map(|s| s.to_string()).collect();
-    expected.push("default".into());
-    expected.sort();
-    assert_eq!(families, expected);
+    expect_refusal(old.path(), "newsdedup-index/1");
+    // Refusing did not add the new families: the previous version can still open the directory.
+    let families_of = |dir: &std::path::Path| {
+        let mut families = DB::list_cf(&Options::default(), dir).unwrap();
+        families.sort();
+        families
+    };
+    let expected = |names: &[&str]| {
+        let mut expected: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        expected.push("default".into());
+        expected.sort();
+        expected
+    };
+    assert_eq!(families_of(old.path()), expected(&old_families));
+
+    // Format 2: `bands` but no `expiry` family (no event times).
+    let v2 = tempfile::tempdir().unwrap();
+    let v2_families = [
+        "block0", "block1", "block2", "block3", "bands", "articles", "meta",
+    ];
+    {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = DB::open_cf(&opts, v2.path(), v2_families).unwrap();
+        let meta = db.cf_handle(META).unwrap();
+        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
+            .unwrap();
+        db.put_cf(meta, META_FORMAT, b"newsdedup-index/2").unwrap();
+    }
+    expect_refusal(v2.path(), "newsdedup-index/2");
+    assert_eq!(families_of(v2.path()), expected(&v2_families));
 }
 
 /// The same id with other content is a new revision: decided afresh (not as a replay, never

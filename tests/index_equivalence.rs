@@ -37,6 +37,9 @@ pub fn test_identity() -> FingerprintIdentity {
 /// A unique article with fingerprint `fp` and no sketch.
 fn unique_record(seq: u64, fp: u64) -> StoredArticle {
     StoredArticle {
+        event_ms: 0,
+        published_ms: None,
+        event_time_clamped: false,
         seq,
         fingerprint: Fingerprint(fp),
         url: None,
@@ -218,6 +221,9 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     // Same fingerprint for all: the simhash path must not see band entries.
     for (seq, sketch) in sketches.iter().enumerate() {
         let rec = StoredArticle {
+            event_ms: 0,
+            published_ms: None,
+            event_time_clamped: false,
             seq: seq as u64,
             fingerprint: Fingerprint(0x0123_4567_89ab_cdef),
             url: None,
@@ -232,6 +238,9 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     }
     // A duplicate's bands are not searchable.
     let dup = StoredArticle {
+        event_ms: 0,
+        published_ms: None,
+        event_time_clamped: false,
         seq: sketches.len() as u64,
         fingerprint: Fingerprint(!0x0123_4567_89ab_cdef),
         url: None,
@@ -285,7 +294,7 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
         .unwrap();
     assert_eq!(cands.len(), sketches.len());
 
-    let stats = index.stats(5).unwrap();
+    let stats = index.stats(5, None).unwrap();
     let band_entries: usize = sketches.iter().map(|s| s.bands().count()).sum();
     assert_eq!(stats.families.len(), 4);
     for f in &stats.families {

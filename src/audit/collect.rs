@@ -12,7 +12,7 @@
 //! stream: only the shown pairs' records are read in full.
 
 use super::record::{self, BadRecord, Decided, Decision};
-use super::time::parse_time;
+use crate::time::parse_time;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::collections::BTreeMap;

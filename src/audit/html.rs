@@ -5,7 +5,7 @@
 use super::collect::{Reason, SampleKind};
 use super::report::{Pair, Report, Side, CONTAINMENT_BINS};
 use super::svg::{self, Bar, Row};
-use super::time::format_utc;
+use crate::time::format_utc;
 use std::fmt::Write;
 use std::ops::Range;
 

@@ -21,7 +21,6 @@ pub mod jsonl;
 pub mod record;
 pub mod report;
 pub mod svg;
-pub mod time;
 
 pub use collect::{AuditOptions, Collector, Counts, Location, Originals, Plan, Reason, SampleKind};
 pub use report::{Header, Pair, Report};
@@ -40,9 +39,9 @@ pub enum AuditError {
     BadTime(String),
 }
 
-/// Reads a `--from-time` / `--to-time` value (see [`time::parse_time`]).
+/// Reads a `--from-time` / `--to-time` value (see [`crate::time::parse_time`]).
 pub fn parse_time_arg(text: &str) -> Result<i64, AuditError> {
-    time::parse_time(text).ok_or_else(|| AuditError::BadTime(text.to_owned()))
+    crate::time::parse_time(text).ok_or_else(|| AuditError::BadTime(text.to_owned()))
 }
 
 /// Rate limit of progress lines on stderr.

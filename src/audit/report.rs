@@ -4,10 +4,10 @@
 use super::collect::{AuditOptions, Counts, Location, Plan, Reason, SampleKind};
 use super::highlight::{shared_passages, Shared};
 use super::record::Decided;
-use super::time::Bucket;
 use crate::compare::{round3, score_pair, CompareInput, PairScores};
 use crate::dedup::DedupConfig;
 use crate::fingerprint::Fingerprinter;
+use crate::time::Bucket;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -20,13 +20,19 @@
 //!
 //! `articles`: key = article id, value = format byte || sketch (binary) || JSON `StoredArticle`
 //! (see `ARTICLE_VALUE_FORMAT`).
-//! `meta`: fingerprint identity and counters.
+//! `expiry`: every article (unique or duplicate) by event time, the retention window's queue:
+//!   key   = event time (Unix ms, 8 bytes BE, times before 1970 as 0) || sequence number (8, BE)
+//!   value = article id (UTF-8)
+//! Keys sort oldest first, so the articles due for removal are one range at the start.
+//! `meta`: fingerprint identity, format and counters (articles, unique, next sequence number and
+//! stream time: 4 x 8 bytes BE).
 
 use crate::simhash::{Fingerprint, BLOCKS};
 
 pub const BLOCK_FAMILIES: [&str; BLOCKS] = ["block0", "block1", "block2", "block3"];
 pub const BANDS_FAMILY: &str = "bands";
 pub const ARTICLES: &str = "articles";
+pub const EXPIRY: &str = "expiry";
 pub const META: &str = "meta";
 
 pub const META_IDENTITY: &[u8] = b"fingerprint_identity";
@@ -55,8 +61,9 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
 /// (`IndexError::FormatMismatch`): it must be rebuilt. 2: sketch bands in their own `bands`
-/// family (1: in the block families, flagged by the top bit of the sequence number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/2";
+/// family (1: in the block families, flagged by the top bit of the sequence number). 3: event
+/// times, the `expiry` family and the stream time (the retention window).
+pub const FORMAT_VERSION: &str = "newsdedup-index/3";
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
 /// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
@@ -107,6 +114,31 @@ pub fn parse_band_key(key: &[u8]) -> Option<(u8, u64, u64)> {
     Some((key[0], band_key, seq))
 }
 
+pub const EXPIRY_KEY_LEN: usize = 16;
+
+/// The `expiry` key of the article with event time `event_ms` and sequence `seq`.
+pub fn expiry_key(event_ms: i64, seq: u64) -> [u8; EXPIRY_KEY_LEN] {
+    let mut k = [0u8; EXPIRY_KEY_LEN];
+    k[0..8].copy_from_slice(&expiry_time(event_ms).to_be_bytes());
+    k[8..16].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+/// The time part of an `expiry` key: event times before 1970 sort as 1970.
+fn expiry_time(event_ms: i64) -> u64 {
+    u64::try_from(event_ms).unwrap_or(0)
+}
+
+/// (event time, seq) of an `expiry` key, or None if it is not one.
+pub fn parse_expiry_key(key: &[u8]) -> Option<(i64, u64)> {
+    if key.len() != EXPIRY_KEY_LEN {
+        return None;
+    }
+    let time = u64::from_be_bytes(key[0..8].try_into().ok()?);
+    let seq = u64::from_be_bytes(key[8..16].try_into().ok()?);
+    Some((i64::try_from(time).ok()?, seq))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +162,16 @@ mod tests {
         assert_eq!(parse_position_key(&k), Some(("articles.unique".into(), 7)));
         assert_eq!(parse_position_key(b"position/t/x"), None);
         assert_eq!(parse_position_key(b"counts"), None);
+    }
+
+    #[test]
+    fn expiry_key_round_trip_and_order() {
+        let k = expiry_key(1_709_280_000_000, 42);
+        assert_eq!(parse_expiry_key(&k), Some((1_709_280_000_000, 42)));
+        assert!(expiry_key(5, 9) < expiry_key(6, 0));
+        assert!(expiry_key(-5, 9) < expiry_key(0, 10));
+        assert_eq!(parse_expiry_key(&expiry_key(-5, 1)), Some((0, 1)));
+        assert_eq!(parse_expiry_key(&k[..15]), None);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod rocks;
 use crate::error::IndexError;
 use crate::simhash::Fingerprint;
 use crate::sketch::Sketch;
+use crate::time::TimeSpan;
 use serde::{Deserialize, Serialize};
 
 pub use rocks::{RocksIndex, SyncHandle};
@@ -20,6 +21,11 @@ pub struct IndexConfig {
     /// fsync the WAL on every write. Off by default: the service syncs the WAL before each offset
     /// commit instead, which gives the same guarantee at a fraction of the cost.
     pub sync_writes: bool,
+    /// Retention window by event time (`"30d"`; None: keep every article for ever). An indexed
+    /// article no longer matches an article more than this newer, and is removed once it is
+    /// more than this older than the newest event time the index has seen (see `rocks`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<TimeSpan>,
 }
 
 impl Default for IndexConfig {
@@ -27,6 +33,7 @@ impl Default for IndexConfig {
         IndexConfig {
             block_cache_mib: 256,
             sync_writes: false,
+            retention: None,
         }
     }
 }
@@ -53,6 +60,10 @@ pub struct MatchRef {
     /// (rounded to 0.001), when both articles have a content sketch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<f64>,
+    /// When the matched article was published (Unix ms; None when it had no readable
+    /// `published_at`). Output as `match.published_at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_ms: Option<i64>,
 }
 
 /// Decision recorded for an article.
@@ -83,6 +94,40 @@ pub struct StoredArticle {
     /// Set when this is a later version of the id with different content.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<Revision>,
+    /// Event time (Unix ms): `published_at`, else the Kafka record timestamp, else the time it was
+    /// decided; a time more than [`MAX_FUTURE_MS`] ahead of that is clamped to it. The
+    /// retention window is measured in it (see [`event_time`]).
+    #[serde(default)]
+    pub event_ms: i64,
+    /// `published_at` as read (Unix ms), when the article had a readable one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub published_ms: Option<i64>,
+    /// The claimed event time was too far in the future and the arrival time was used instead.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub event_time_clamped: bool,
+}
+
+/// Event times more than this ahead of the arrival time (a bad clock, a typo in the year) are
+/// clamped to the arrival time, so one article cannot push the index's stream time forward and
+/// expire everything else.
+pub const MAX_FUTURE_MS: i64 = 86_400_000;
+
+/// An article's event time and whether it was clamped: `published_ms` (its readable
+/// `published_at`), else `record_time_ms` (the Kafka record timestamp), else `arrival_ms` (when it
+/// is decided or indexed); clamped to `arrival_ms` when more than [`MAX_FUTURE_MS`] ahead of it.
+/// Every writer of the index computes it with this function (the decision, a rebuild from output
+/// records).
+pub fn event_time(
+    published_ms: Option<i64>,
+    record_time_ms: Option<i64>,
+    arrival_ms: i64,
+) -> (i64, bool) {
+    let claimed = published_ms.or(record_time_ms).unwrap_or(arrival_ms);
+    if claimed > arrival_ms.saturating_add(MAX_FUTURE_MS) {
+        (arrival_ms, true)
+    } else {
+        (claimed, false)
+    }
 }
 
 /// A later version of an article id whose content (fingerprint) differs from the stored one: a
@@ -102,6 +147,9 @@ pub struct IndexCounts {
     pub articles: u64,
     pub unique: u64,
     pub next_seq: u64,
+    /// Stream time: the newest event time (Unix ms) of any article written; 0 when none. Only
+    /// moves forward.
+    pub stream_time_ms: i64,
 }
 
 /// The storage interface of the decision. One writer at a time (`&mut self` on insert).
@@ -157,6 +205,11 @@ pub trait ArticleStore {
         searchable: bool,
     ) -> Result<(), IndexError>;
     fn counts(&self) -> IndexCounts;
+    /// The retention window: an indexed article whose event time is more than this before the
+    /// article being decided no longer matches it. None: every indexed article matches.
+    fn retention(&self) -> Option<TimeSpan> {
+        None
+    }
 }
 
 impl Serialize for Fingerprint {

@@ -1,10 +1,31 @@
 //! RocksDB implementation of the index: four block column families + sketch bands + articles +
-//! meta, one directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
+//! expiry + meta, one directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
 //! families in agreement: RocksDB replays whole batches from the WAL or none of them).
+//!
+//! Retention window (`[index] retention`). Every article has an event time (see
+//! [`super::event_time`]). Two rules, both by event time:
+//! - Matching: the decision skips an indexed article more than the window older than the article
+//!   being decided (`dedup`, a query-time check: it holds at once, whatever is still on disk).
+//! - Removal: an article is removed once it is more than the window older than the stream time,
+//!   the newest event time the index has seen (kept in `meta` with the counters, in the same atomic
+//!   write). The stream time only moves forward, so replaying an old archive removes nothing
+//!   recent; only the archive's own articles that are already out of the window go.
+//!
+//! Removal has no stop-the-world pass. `stage_article` adds an `expiry` entry (event time ||
+//! sequence number -> id) to the article's own write batch, so the queue of removals sorts oldest
+//! first and always agrees with the articles. After each write, the single writer removes what is
+//! due in one more atomic write of at most [`EXPIRE_BATCH`] articles, from every family, with the
+//! counters (so they stay exact and `verify` passes at every moment); a backlog (a window just
+//! made shorter) is worked off [`EXPIRE_BATCH`] articles per write. The writer keeps in memory a
+//! floor below which the queue is known to be empty: when nothing is due (nearly every write) the
+//! check costs a comparison, and when something is, the scan starts at the floor, past the
+//! tombstones of earlier removals, and ends at the cutoff. A compaction filter was not used: it
+//! cannot remove an article's block and band entries in the same atomic step as the article, and
+//! the counters would drift.
 
 use super::layout::{
-    self, band_key, block_key, parse_band_key, parse_block_key, ARTICLES, BANDS_FAMILY,
-    BAND_KEY_LEN, BAND_PREFIX_LEN, BLOCK_FAMILIES, META,
+    self, band_key, block_key, expiry_key, parse_band_key, parse_block_key, parse_expiry_key,
+    ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BAND_PREFIX_LEN, BLOCK_FAMILIES, EXPIRY, META,
 };
 use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
@@ -13,6 +34,7 @@ use crate::fingerprint::FingerprintIdentity;
 use crate::restore::{self, Apply, RestoreTarget, Restored};
 use crate::simhash::{Fingerprint, BLOCKS};
 use crate::sketch::{Sketch, SKETCH_BYTES};
+use crate::time::{format_rfc3339, Bucket, TimeSpan};
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
     IteratorMode, MemtableFactory, Options, ReadOptions, SliceTransform, WaitForCompactOptions,
@@ -21,6 +43,7 @@ use rocksdb::{
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 /// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
@@ -36,6 +59,10 @@ pub const SCAN_BEFORE_SEEK: usize = 4096;
 const MAX_SEEK_DISTANCE: u32 = 4;
 /// Counter: lookups that met a crowded bucket and finished it by seeks.
 pub const CROWDED_LOOKUPS: &str = "newsdedup_index_crowded_lookups_total";
+/// Counter: articles removed by the retention window.
+pub const EXPIRED_ARTICLES: &str = "newsdedup_index_expired_total";
+/// Most articles removed by the retention window in one write (see the module comment).
+pub const EXPIRE_BATCH: usize = 1_000;
 
 /// Every 16-bit value within `max_distance` bits of `block`, ascending: the only values the next
 /// block of a candidate can take, since a candidate within the distance differs from the query
@@ -52,6 +79,10 @@ pub struct RocksIndex {
     dir: PathBuf,
     counts: IndexCounts,
     write_opts: WriteOptions,
+    retention: Option<TimeSpan>,
+    /// No `expiry` entry has an event time below this (i64::MIN: not known yet). Lowered by
+    /// `stage_article`, raised by `remove_expired`.
+    expiry_floor: AtomicI64,
 }
 
 /// See [`RocksIndex::sync_handle`]. Keeps the database open while it lives.
@@ -125,6 +156,30 @@ pub struct IndexStats {
     pub families: Vec<FamilyStats>,
     /// The sketch band family.
     pub bands: BandStats,
+    /// Articles by event time, and what the retention window removes.
+    pub age: AgeStats,
+}
+
+/// The age distribution of the articles (by event time) and what is due for removal.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgeStats {
+    /// Event time of the oldest and newest article (RFC 3339, UTC).
+    pub oldest: Option<String>,
+    pub newest: Option<String>,
+    /// The newest event time the index has seen (removals are measured from it).
+    pub stream_time: Option<String>,
+    /// The retention window the due count is for (`--retention`, else the configured one).
+    pub retention: Option<String>,
+    /// Articles whose event time is before this are due for removal.
+    pub expiry_cutoff: Option<String>,
+    /// Articles due for removal: more than the window older than the stream time (removed by the
+    /// next writes).
+    pub due_for_expiry: u64,
+    /// Articles per UTC day of event time, oldest first (days without articles omitted).
+    pub per_day: Vec<(String, u64)>,
+    /// Articles per week (from Monday), when they span more than 60 days.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_week: Vec<(String, u64)>,
 }
 
 /// Outcome of a consistency check.
@@ -140,6 +195,8 @@ pub struct VerifyReport {
     pub band_entries: u64,
     /// Band entries the unique articles should have (their sketch's bands).
     pub expected_band_entries: u64,
+    /// Entries in the `expiry` family (one per article).
+    pub expiry_entries: u64,
     pub problems: Vec<String>,
 }
 
@@ -203,11 +260,14 @@ impl RocksIndex {
         db_opts.increase_parallelism(2);
         db_opts.set_max_background_jobs(2);
         db_opts.set_keep_log_file_num(4);
+        // RocksDB's info log grows with every flush and compaction message (~45 KB a day at 10,000
+        // articles a day); rolled at this size, the 4 kept stay bounded under a years-long run.
+        db_opts.set_max_log_file_size(8 << 20);
         // The prefix-scanned families keep their memtable in hash buckets (below), which take one
         // writer at a time; there is only one writer anyway.
         db_opts.set_allow_concurrent_memtable_write(false);
 
-        let mut families = Vec::with_capacity(BLOCKS + 3);
+        let mut families = Vec::with_capacity(BLOCKS + 4);
         for name in BLOCK_FAMILIES {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
@@ -263,6 +323,10 @@ impl RocksIndex {
         article_opts.set_compression_type(DBCompressionType::Lz4);
         article_opts.set_block_based_table_factory(&table);
         families.push(ColumnFamilyDescriptor::new(ARTICLES, article_opts));
+        // Small sequential keys, written in event-time order under a steady stream.
+        let mut expiry_opts = Options::default();
+        expiry_opts.set_compression_type(DBCompressionType::Lz4);
+        families.push(ColumnFamilyDescriptor::new(EXPIRY, expiry_opts));
         families.push(ColumnFamilyDescriptor::new(META, Options::default()));
 
         let db = DB::open_cf_descriptors(&db_opts, dir, families).map_err(|source| {
@@ -285,6 +349,8 @@ impl RocksIndex {
             dir: dir.to_owned(),
             counts: IndexCounts::default(),
             write_opts,
+            retention: config.retention,
+            expiry_floor: AtomicI64::new(i64::MIN),
         };
         match index
             .db
@@ -304,14 +370,16 @@ impl RocksIndex {
         Ok(index)
     }
 
-    /// An existing index without the `bands` family predates format 2. Detected before the normal
+    /// An existing index without the `bands` family predates format 2, without `expiry` format 3.
+    /// Detected before the normal
     /// open, which would add the missing family and leave a directory the previous version can no
     /// longer open; the stored format is read from a read-only open for the error message.
     fn refuse_older_layout(dir: &Path) -> Result<(), IndexError> {
         let Ok(existing) = DB::list_cf(&Options::default(), dir) else {
             return Ok(()); // no database yet
         };
-        if existing.iter().any(|f| f == BANDS_FAMILY) || !existing.iter().any(|f| f == META) {
+        let has = |name: &str| existing.iter().any(|f| f == name);
+        if !has(META) || (has(BANDS_FAMILY) && has(EXPIRY)) {
             return Ok(());
         }
         let db = DB::open_cf_for_read_only(&Options::default(), dir, &existing, false)
@@ -345,27 +413,29 @@ impl RocksIndex {
             .map_err(rocks_err(&self.dir))?
         {
             None => Ok(IndexCounts::default()),
-            Some(v) if v.len() == 24 => {
+            Some(v) if v.len() == 32 => {
                 let word =
                     |i: usize| u64::from_be_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
                 Ok(IndexCounts {
                     articles: word(0),
                     unique: word(1),
                     next_seq: word(2),
+                    stream_time_ms: word(3) as i64,
                 })
             }
             Some(v) => Err(IndexError::Corrupt {
                 dir: self.dir.clone(),
-                message: format!("meta counters have {} bytes, expected 24", v.len()),
+                message: format!("meta counters have {} bytes, expected 32", v.len()),
             }),
         }
     }
 
-    fn encode_counts(c: &IndexCounts) -> [u8; 24] {
-        let mut v = [0u8; 24];
+    fn encode_counts(c: &IndexCounts) -> [u8; 32] {
+        let mut v = [0u8; 32];
         v[0..8].copy_from_slice(&c.articles.to_be_bytes());
         v[8..16].copy_from_slice(&c.unique.to_be_bytes());
         v[16..24].copy_from_slice(&c.next_seq.to_be_bytes());
+        v[24..32].copy_from_slice(&c.stream_time_ms.to_be_bytes());
         v
     }
 
@@ -411,6 +481,20 @@ impl RocksIndex {
             .map_err(rocks_err(&self.dir))
     }
 
+    /// Writes every family's memtable to SST files, as RocksDB does when one fills (a benchmark
+    /// measuring disk use calls it to see what is stored rather than what is buffered).
+    pub fn flush(&self) -> Result<(), IndexError> {
+        for name in BLOCK_FAMILIES
+            .iter()
+            .chain(&[BANDS_FAMILY, ARTICLES, EXPIRY, META])
+        {
+            self.db
+                .flush_cf(self.cf(name)?)
+                .map_err(rocks_err(&self.dir))?;
+        }
+        Ok(())
+    }
+
     /// Makes every write so far durable (fsync of the WAL). Called before committing offsets.
     pub fn sync(&self) -> Result<(), IndexError> {
         self.db.flush_wal(true).map_err(rocks_err(&self.dir))
@@ -435,8 +519,10 @@ impl RocksIndex {
         dir_size(&self.dir)
     }
 
-    /// Articles, disk size and bucket occupancy of each block family (scans the block families).
-    pub fn stats(&self, top: usize) -> Result<IndexStats, IndexError> {
+    /// Articles, disk size, bucket occupancy of each block family and the age distribution
+    /// (scans the block, band and expiry families). The due count is for `retention`, else the
+    /// index's own window.
+    pub fn stats(&self, top: usize, retention: Option<TimeSpan>) -> Result<IndexStats, IndexError> {
         let mut families = Vec::new();
         for name in BLOCK_FAMILIES {
             let cf = self.cf(name)?;
@@ -483,6 +569,7 @@ impl RocksIndex {
             });
         }
         let bands = self.band_stats(top)?;
+        let age = self.age_stats(retention.or(self.retention))?;
         let disk_bytes = self.disk_bytes();
         let identity_digest = self
             .stored_identity()?
@@ -502,7 +589,58 @@ impl RocksIndex {
             identity_digest,
             families,
             bands,
+            age,
         })
+    }
+
+    /// The age distribution, from the `expiry` family (keys only, oldest first).
+    fn age_stats(&self, retention: Option<TimeSpan>) -> Result<AgeStats, IndexError> {
+        let stream = self.counts.stream_time_ms;
+        let cutoff = retention.map(|r| stream.saturating_sub(r.as_ms()));
+        let mut age = AgeStats {
+            stream_time: (self.counts.articles > 0).then(|| format_rfc3339(stream)),
+            retention: retention.map(|r| r.to_string()),
+            expiry_cutoff: cutoff.map(format_rfc3339),
+            ..AgeStats::default()
+        };
+        let mut days: Vec<(i64, u64)> = Vec::new();
+        let mut weeks: Vec<(i64, u64)> = Vec::new();
+        let (mut oldest, mut newest) = (None, None);
+        let mut it = self.db.raw_iterator_cf(self.cf(EXPIRY)?);
+        it.seek_to_first();
+        while let Some(key) = it.key() {
+            if let Some((event, _)) = parse_expiry_key(key) {
+                oldest.get_or_insert(event);
+                newest = Some(event);
+                if cutoff.is_some_and(|c| event < c) {
+                    age.due_for_expiry += 1;
+                }
+                for (bucket, counts) in [(Bucket::Day, &mut days), (Bucket::Week, &mut weeks)] {
+                    let start = bucket.start(event);
+                    match counts.last_mut() {
+                        Some((s, n)) if *s == start => *n += 1,
+                        _ => counts.push((start, 1)),
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        age.oldest = oldest.map(format_rfc3339);
+        age.newest = newest.map(format_rfc3339);
+        age.per_day = days
+            .into_iter()
+            .map(|(s, n)| (Bucket::Day.label(s), n))
+            .collect();
+        if let (Some(o), Some(n)) = (oldest, newest) {
+            if n - o > 60 * crate::time::MS_PER_DAY {
+                age.per_week = weeks
+                    .into_iter()
+                    .map(|(s, n)| (Bucket::Week.label(s), n))
+                    .collect();
+            }
+        }
+        Ok(age)
     }
 
     /// Bucket occupancy of the `bands` family (one pass; entries of a bucket are contiguous).
@@ -609,6 +747,17 @@ impl RocksIndex {
                     }
                 }
             }
+            if self
+                .db
+                .get_cf(self.cf(EXPIRY)?, expiry_key(art.event_ms, art.seq))
+                .map_err(rocks_err(&self.dir))?
+                .as_deref()
+                != Some(key)
+            {
+                report
+                    .problems
+                    .push(format!("{EXPIRY}: entry of {id:?} is missing"));
+            }
             if art.seq >= self.counts.next_seq {
                 report.problems.push(format!(
                     "{id:?} has seq {} >= next_seq {}",
@@ -663,6 +812,31 @@ impl RocksIndex {
             it.next();
         }
         it.status().map_err(rocks_err(&self.dir))?;
+        let mut it = self.db.raw_iterator_cf(self.cf(EXPIRY)?);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            report.expiry_entries += 1;
+            let id = String::from_utf8_lossy(value).into_owned();
+            match (parse_expiry_key(key), self.get(&id)?) {
+                (Some(parsed), Some(art))
+                    if parse_expiry_key(&expiry_key(art.event_ms, art.seq)) == Some(parsed) => {}
+                (None, _) => report.problems.push(format!("{EXPIRY}: malformed key")),
+                (_, None) => report
+                    .problems
+                    .push(format!("{EXPIRY}: entry points at missing article {id:?}")),
+                _ => report.problems.push(format!(
+                    "{EXPIRY}: entry of {id:?} disagrees with its article"
+                )),
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        if report.expiry_entries != report.articles {
+            report.problems.push(format!(
+                "{} expiry entries for {} articles",
+                report.expiry_entries, report.articles
+            ));
+        }
         if report.articles != self.counts.articles || report.unique != self.counts.unique {
             report.problems.push(format!(
                 "counters say {} articles / {} unique, found {} / {}",
@@ -862,6 +1036,10 @@ impl ArticleStore for RocksIndex {
     fn counts(&self) -> IndexCounts {
         self.counts
     }
+
+    fn retention(&self) -> Option<TimeSpan> {
+        self.retention
+    }
 }
 
 impl RocksIndex {
@@ -880,12 +1058,7 @@ impl RocksIndex {
             let Some(old) = self.get(id)? else {
                 continue;
             };
-            batch.delete_cf(self.cf(ARTICLES)?, id.as_bytes());
-            counts.articles = counts.articles.saturating_sub(1);
-            if old.decision == StoredDecision::Unique {
-                counts.unique = counts.unique.saturating_sub(1);
-                self.delete_entries(&mut batch, &old)?;
-            }
+            self.stage_removal(&mut batch, &mut counts, id, &old)?;
             deleted.push(id.clone());
         }
         if deleted.is_empty() {
@@ -991,8 +1164,19 @@ impl RocksIndex {
         self.sync()
     }
 
-    /// Writes `batch` with the new `counts` in the same atomic write.
-    fn commit(&mut self, mut batch: WriteBatch, counts: IndexCounts) -> Result<(), IndexError> {
+    /// Writes `batch` with the new `counts` in the same atomic write, then removes what the
+    /// retention window makes due (see the module comment).
+    fn commit(&mut self, batch: WriteBatch, counts: IndexCounts) -> Result<(), IndexError> {
+        self.write_with_counts(batch, counts)?;
+        self.remove_expired()?;
+        Ok(())
+    }
+
+    fn write_with_counts(
+        &mut self,
+        mut batch: WriteBatch,
+        counts: IndexCounts,
+    ) -> Result<(), IndexError> {
         batch.put_cf(
             self.cf(META)?,
             layout::META_COUNTS,
@@ -1005,12 +1189,94 @@ impl RocksIndex {
         Ok(())
     }
 
-    /// Adds to `batch` the removal of a searchable article's block and band entries.
+    /// Removes up to [`EXPIRE_BATCH`] articles that are more than the retention window older
+    /// than the stream time, from every family, in one atomic write with the counters. Returns
+    /// how many. Called by every write; a no-op without a window or when nothing is due.
+    pub fn remove_expired(&mut self) -> Result<u64, IndexError> {
+        let Some(retention) = self.retention else {
+            return Ok(0);
+        };
+        let cutoff = self.counts.stream_time_ms.saturating_sub(retention.as_ms());
+        let floor = self.expiry_floor.load(Ordering::Relaxed);
+        if floor >= cutoff {
+            return Ok(0);
+        }
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(expiry_key(floor.max(0), 0).to_vec());
+        opts.set_iterate_upper_bound(expiry_key(cutoff, 0).to_vec());
+        let expiry = self.cf(EXPIRY)?;
+        let mut due: Vec<(Vec<u8>, String)> = Vec::new();
+        let mut it = self.db.raw_iterator_cf_opt(expiry, opts);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            if due.len() == EXPIRE_BATCH {
+                break;
+            }
+            due.push((key.to_vec(), String::from_utf8_lossy(value).into_owned()));
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        drop(it);
+        // Everything below the cutoff is gone after this write, or (a full batch) everything
+        // below the last key removed.
+        let new_floor = match due.last() {
+            Some((key, _)) if due.len() == EXPIRE_BATCH => {
+                parse_expiry_key(key).map_or(floor, |(event, _)| event)
+            }
+            _ => cutoff,
+        };
+        let mut batch = WriteBatch::default();
+        let mut counts = self.counts;
+        let mut removed = 0u64;
+        for (key, id) in &due {
+            match self.get(id)? {
+                Some(art) if expiry_key(art.event_ms, art.seq).as_slice() == key.as_slice() => {
+                    self.stage_removal(&mut batch, &mut counts, id, &art)?;
+                    removed += 1;
+                }
+                // Not the article's current entry: nothing else refers to it.
+                _ => batch.delete_cf(expiry, key),
+            }
+        }
+        if !due.is_empty() {
+            self.write_with_counts(batch, counts)?;
+        }
+        if removed > 0 {
+            metrics::counter!(EXPIRED_ARTICLES).increment(removed);
+        }
+        // `&mut self`: nothing was staged since `floor` was read, so `new_floor` (>= `floor`) is
+        // what the queue now guarantees.
+        self.expiry_floor.fetch_max(new_floor, Ordering::Relaxed);
+        Ok(removed)
+    }
+
+    /// Adds to `batch` (and `counts`) the removal of the stored article `old` under `id` from
+    /// every family: the article, its expiry entry, its block and band entries.
+    fn stage_removal(
+        &self,
+        batch: &mut WriteBatch,
+        counts: &mut IndexCounts,
+        id: &str,
+        old: &StoredArticle,
+    ) -> Result<(), IndexError> {
+        batch.delete_cf(self.cf(ARTICLES)?, id.as_bytes());
+        counts.articles = counts.articles.saturating_sub(1);
+        self.delete_entries(batch, counts, old)
+    }
+
+    /// Adds to `batch` the removal of an article's expiry entry and, when it is searchable
+    /// (unique), its block and band entries (and the unique count).
     fn delete_entries(
         &self,
         batch: &mut WriteBatch,
+        counts: &mut IndexCounts,
         old: &StoredArticle,
     ) -> Result<(), IndexError> {
+        batch.delete_cf(self.cf(EXPIRY)?, expiry_key(old.event_ms, old.seq));
+        if old.decision != StoredDecision::Unique {
+            return Ok(());
+        }
+        counts.unique = counts.unique.saturating_sub(1);
         for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
             batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
         }
@@ -1039,7 +1305,9 @@ impl RocksIndex {
     }
 
     /// Adds to `batch` (and `counts`) what `write_article` writes for one article: the article,
-    /// its block and band entries when searchable, the removal of `previous`'s entries.
+    /// its expiry entry, its block and band entries when searchable, the removal of `previous`'s
+    /// entries, and the stream time. Every writer of articles goes through it; a bulk writer
+    /// stages several and writes them at once with `commit` (which also removes what is due).
     fn stage_article(
         &self,
         batch: &mut WriteBatch,
@@ -1069,13 +1337,19 @@ impl RocksIndex {
         counts.next_seq = counts.next_seq.max(article.seq + 1);
         match previous {
             None => counts.articles += 1,
-            Some(old) if old.decision == StoredDecision::Unique => {
-                counts.unique = counts.unique.saturating_sub(1);
-                self.delete_entries(batch, old)?;
-            }
-            Some(_) => {}
+            Some(old) => self.delete_entries(batch, counts, old)?,
         }
         batch.put_cf(self.cf(ARTICLES)?, id.as_bytes(), &value);
+        // The retention window's bookkeeping: the article's place in the removal queue, and the
+        // stream time.
+        batch.put_cf(
+            self.cf(EXPIRY)?,
+            expiry_key(article.event_ms, article.seq),
+            id.as_bytes(),
+        );
+        counts.stream_time_ms = counts.stream_time_ms.max(article.event_ms);
+        self.expiry_floor
+            .fetch_min(article.event_ms, Ordering::Relaxed);
         if searchable {
             counts.unique += 1;
             for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {

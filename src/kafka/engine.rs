@@ -430,6 +430,7 @@ struct DecideMetrics {
     sync_secs: metrics::Histogram,
     index_articles: metrics::Gauge,
     index_unique: metrics::Gauge,
+    index_stream_time: metrics::Gauge,
     index_disk: metrics::Gauge,
     group_size: metrics::Histogram,
 }
@@ -449,6 +450,7 @@ impl DecideMetrics {
             sync_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync"),
             index_articles: metrics::gauge!(m::INDEX_ARTICLES),
             index_unique: metrics::gauge!(m::INDEX_UNIQUE),
+            index_stream_time: metrics::gauge!(m::INDEX_STREAM_TIME),
             index_disk: metrics::gauge!(m::INDEX_DISK_BYTES),
             group_size: metrics::histogram!(m::GROUP_COMMIT_SIZE),
         }
@@ -563,6 +565,9 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
     let counts = decider.counts();
     metrics.index_articles.set(counts.articles as f64);
     metrics.index_unique.set(counts.unique as f64);
+    metrics
+        .index_stream_time
+        .set(counts.stream_time_ms as f64 / 1000.0);
     metrics.index_disk.set(decider.disk_bytes() as f64);
     let mut last_disk = Instant::now();
     let mut pending: BTreeMap<u64, Ready> = BTreeMap::new();
@@ -657,10 +662,12 @@ fn decide_one<D: DecisionStage>(
 ) -> Result<(OutputRecord, Ticket), IndexError> {
     let Ready {
         msg,
-        prepared,
+        mut prepared,
         prepare_secs,
         ..
     } = item;
+    // Without a readable `published_at`, the record timestamp is the article's event time.
+    prepared.set_record_time(msg.timestamp_ms);
     metrics.prepare_secs.record(prepare_secs);
     let start = Instant::now();
     let ticket = msg.ticket();
@@ -683,6 +690,9 @@ fn decide_one<D: DecisionStage>(
             let counts = decider.counts();
             metrics.index_articles.set(counts.articles as f64);
             metrics.index_unique.set(counts.unique as f64);
+            metrics
+                .index_stream_time
+                .set(counts.stream_time_ms as f64 / 1000.0);
             record::decided_record(&msg, &id, record, &decision)
         }
         Outcome::Invalid { error, .. } => {

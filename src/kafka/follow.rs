@@ -14,7 +14,7 @@
 use crate::restore::SourceRecord;
 use anyhow::{anyhow, bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::BTreeMap;
@@ -126,8 +126,14 @@ impl Follower {
                     state.next = m.offset() + 1;
                     state.end = state.end.max(state.next);
                 }
+                let input_time_ms = m.headers().and_then(|h| {
+                    h.iter()
+                        .find(|h| h.key == crate::kafka::record::H_SOURCE_TIMESTAMP)
+                        .and_then(|h| std::str::from_utf8(h.value?).ok()?.parse().ok())
+                });
                 Some(SourceRecord {
                     bytes: m.payload().unwrap_or_default().to_vec(),
+                    input_time_ms,
                     timestamp_ms: m
                         .timestamp()
                         .to_millis()

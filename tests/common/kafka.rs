@@ -277,6 +277,29 @@ pub fn produce_paced(
     partition: Option<i32>,
     per_sec: Option<u32>,
 ) -> Vec<(i32, i64)> {
+    produce_records(brokers, topic, inputs, partition, per_sec, None)
+}
+
+/// Like `produce`, with the record timestamp (CreateTime, Unix ms) of each input given.
+pub fn produce_at(
+    brokers: &str,
+    topic: &str,
+    inputs: &[Input],
+    timestamps_ms: &[i64],
+    partition: Option<i32>,
+) -> Vec<(i32, i64)> {
+    assert_eq!(inputs.len(), timestamps_ms.len());
+    produce_records(brokers, topic, inputs, partition, None, Some(timestamps_ms))
+}
+
+fn produce_records(
+    brokers: &str,
+    topic: &str,
+    inputs: &[Input],
+    partition: Option<i32>,
+    per_sec: Option<u32>,
+    timestamps_ms: Option<&[i64]>,
+) -> Vec<(i32, i64)> {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
@@ -309,6 +332,9 @@ pub fn produce_paced(
             }
             if let Some(p) = partition {
                 r = r.partition(p);
+            }
+            if let Some(ts) = timestamps_ms {
+                r = r.timestamp(ts[i]);
             }
             futures.push(
                 producer

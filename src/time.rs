@@ -1,8 +1,11 @@
 //! Timestamps as articles and operators write them, to milliseconds since the Unix epoch (UTC),
-//! and back to text for the report. No time zone database: a written offset (`Z`, `+08:00`) is
-//! applied, a timestamp without one is read as UTC.
+//! and back to text; spans of time as operators write them (`30d`). Shared by the decision (an
+//! article's event time, the retention window) and the audit. No time zone database: a written
+//! offset (`Z`, `+08:00`) is applied, a timestamp without one is read as UTC.
 
-const MS_PER_DAY: i64 = 86_400_000;
+use serde::{Deserialize, Serialize};
+
+pub const MS_PER_DAY: i64 = 86_400_000;
 
 /// Reads a timestamp: RFC 3339 / ISO 8601 (`2024-03-01T08:00:00Z`, `2024-03-01T08:00:00.5+08:00`),
 /// `2024-03-01 08:00[:00]`, `2024/3/1 8:00`, `2024年3月1日 08:00`, `2024-03-01` (midnight),
@@ -181,6 +184,118 @@ pub fn format_utc(ms: i64) -> String {
     )
 }
 
+/// `2024-03-01T08:05:09Z` (RFC 3339, UTC; `.250` milliseconds only when there are some).
+pub fn format_rfc3339(ms: i64) -> String {
+    let (y, mo, d) = civil_from_days(ms.div_euclid(MS_PER_DAY));
+    let in_day = ms.rem_euclid(MS_PER_DAY);
+    let secs = in_day / 1000;
+    let millis = in_day % 1000;
+    let fraction = if millis == 0 {
+        String::new()
+    } else {
+        format!(".{millis:03}")
+    };
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}{fraction}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// A span of time as an operator writes it: a whole number and a unit, `30d`, `2w`, `12h`,
+/// `90m`, `3600s` (weeks, days, hours, minutes, seconds). Written back in the largest unit up to
+/// days that divides it (`2w` as `14d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimeSpan {
+    ms: u64,
+}
+
+/// A span that is not `<number><unit>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a span of time: write a whole number and a unit, e.g. 30d, 2w, 12h, 90m or 3600s (days, weeks, hours, minutes, seconds), at least 1s")]
+pub struct BadTimeSpan {
+    pub text: String,
+}
+
+const SPAN_UNITS: [(char, u64); 5] = [
+    ('w', 7 * 86_400_000),
+    ('d', 86_400_000),
+    ('h', 3_600_000),
+    ('m', 60_000),
+    ('s', 1_000),
+];
+
+impl TimeSpan {
+    pub fn from_secs(secs: u64) -> TimeSpan {
+        TimeSpan {
+            ms: secs.saturating_mul(1000),
+        }
+    }
+
+    pub fn from_days(days: u64) -> TimeSpan {
+        TimeSpan {
+            ms: days.saturating_mul(86_400_000),
+        }
+    }
+
+    /// The span in milliseconds (at most `i64::MAX`, so it can be subtracted from a time).
+    pub fn as_ms(self) -> i64 {
+        i64::try_from(self.ms).unwrap_or(i64::MAX)
+    }
+}
+
+impl std::str::FromStr for TimeSpan {
+    type Err = BadTimeSpan;
+
+    fn from_str(text: &str) -> Result<TimeSpan, BadTimeSpan> {
+        let bad = || BadTimeSpan {
+            text: text.to_owned(),
+        };
+        let s = text.trim();
+        let unit = s.chars().last().ok_or_else(bad)?;
+        let (_, per) = SPAN_UNITS
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .ok_or_else(bad)?;
+        let digits = &s[..s.len() - unit.len_utf8()];
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let n: u64 = digits.parse().map_err(|_| bad())?;
+        let ms = n.checked_mul(*per).ok_or_else(bad)?;
+        if ms == 0 || i64::try_from(ms).is_err() {
+            return Err(bad());
+        }
+        Ok(TimeSpan { ms })
+    }
+}
+
+impl std::fmt::Display for TimeSpan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match SPAN_UNITS[1..]
+            .iter()
+            .find(|(_, per)| self.ms >= *per && self.ms.is_multiple_of(*per))
+        {
+            Some((unit, per)) => write!(f, "{}{unit}", self.ms / per),
+            None => write!(f, "{}ms", self.ms),
+        }
+    }
+}
+
+impl Serialize for TimeSpan {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TimeSpan {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The width of the bars of a chart over time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bucket {
@@ -320,7 +435,47 @@ mod tests {
     }
 
     #[test]
+    fn spans_of_time() {
+        for (text, ms, back) in [
+            ("30d", 30 * MS_PER_DAY, "30d"),
+            ("12h", 12 * 3_600_000, "12h"),
+            ("2w", 14 * MS_PER_DAY, "14d"),
+            ("14d", 14 * MS_PER_DAY, "14d"),
+            ("90m", 90 * 60_000, "90m"),
+            ("3600s", 3_600_000, "1h"),
+            (" 7d ", 7 * MS_PER_DAY, "7d"),
+        ] {
+            let span: TimeSpan = text.parse().unwrap();
+            assert_eq!(span.as_ms(), ms, "{text}");
+            assert_eq!(span.to_string(), back, "{text}");
+        }
+        for text in [
+            "",
+            "30",
+            "d",
+            "0d",
+            "-1d",
+            "1.5d",
+            "30 days",
+            "30D",
+            "1y",
+            "99999999999999w",
+        ] {
+            let err = text.parse::<TimeSpan>().unwrap_err();
+            assert!(err.to_string().contains("e.g. 30d"), "{text}: {err}");
+        }
+        let json: TimeSpan = serde_json::from_str("\"30d\"").unwrap();
+        assert_eq!(json, TimeSpan::from_days(30));
+        assert_eq!(serde_json::to_string(&json).unwrap(), "\"30d\"");
+    }
+
+    #[test]
     fn formats_and_buckets() {
+        assert_eq!(format_rfc3339(1_709_280_000_000), "2024-03-01T08:00:00Z");
+        assert_eq!(
+            format_rfc3339(1_709_280_000_250),
+            "2024-03-01T08:00:00.250Z"
+        );
         let t = parse_time("2024-03-06T13:45:10Z").unwrap();
         assert_eq!(format_utc(t), "2024-03-06 13:45:10 UTC");
         assert_eq!(format_utc(-1000), "1969-12-31 23:59:59 UTC");
