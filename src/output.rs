@@ -29,6 +29,8 @@ pub fn dedup_member(decision: &Decision) -> Value {
                 "fingerprint": m.fingerprint.to_hex(),
                 "distance": m.distance,
                 "containment": m.containment,
+                "contained": m.contained,
+                "rule": m.rule.map(|r| r.as_str()),
             }
         }),
     };
