@@ -320,6 +320,55 @@ mod tests {
         assert!(s.jaccard < s.containment);
     }
 
+    /// Six short paragraphs of different stories (written for this test).
+    const PARAGRAPHS: [&str; 6] = [
+        "市交通运输局今天通报，城区新开通的三条公交线路运行一周以来日均客流超过两万人次，早晚高峰发车间隔已缩短到六分钟。",
+        "气象部门预计，受冷空气影响，本周后期全市将出现明显降温，最低气温可降至零下三度，请市民及时添衣保暖，注意出行安全。",
+        "第十二届青少年科技创新大赛昨天闭幕，来自四十多所中小学的三百余件作品参展，其中机器人与人工智能类作品数量创历届新高。",
+        "省农业农村厅发布数据显示，今年全省粮食总产量再创新高，优质稻种植面积比去年增加一成，农民人均可支配收入稳步增长。",
+        "市图书馆新馆将于下月初正式对外开放，新馆藏书量达一百二十万册，设有少儿阅览区、数字阅读体验区和古籍修复展示区。",
+        "为迎接旅游旺季，景区管理部门新增停车位八百个，并在主要路口设置临时引导标识，游客可通过小程序提前预约入园时段。",
+    ];
+
+    #[test]
+    fn containment_is_directional() {
+        let story = PARAGRAPHS.concat();
+        let full = Sketch::of(&story);
+        // An excerpt (the middle half) is in the story; the story is only half in the excerpt.
+        let excerpt = Sketch::of(&format!("来源：某网{}", PARAGRAPHS[2..5].concat()));
+        let s = excerpt.similarity(&full);
+        assert!(s.a_in_b >= 0.9, "{s:?}");
+        assert!(s.b_in_a < 0.8, "{s:?}");
+        assert_eq!(s.a_in_b, f64::from(s.shared_bins) / f64::from(s.shared_bins + s.a_only_bins));
+        // A roundup: one short item among as much other material: the item is in it, not it in
+        // the item.
+        let item = Sketch::of(PARAGRAPHS[0]);
+        let roundup = Sketch::of(&format!("{}{}{}", PARAGRAPHS[3], PARAGRAPHS[0], PARAGRAPHS[5]));
+        let r = roundup.similarity(&item);
+        assert!(r.a_in_b < 0.6, "{r:?}");
+        assert!(r.b_in_a >= 0.9, "{r:?}");
+        // Unrelated texts share nothing.
+        let u = Sketch::of(PARAGRAPHS[1]).similarity(&item);
+        assert_eq!((u.shared_bins, u.a_in_b, u.b_in_a), (0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn bands_jaccard_then_containment() {
+        let a = Sketch::of(&PARAGRAPHS.concat());
+        let bands: Vec<usize> = a.bands().map(|(b, _)| b).collect();
+        assert_eq!(bands, (0..ALL_BANDS).collect::<Vec<_>>());
+        // A containment band is one bin: texts agreeing on that bin alone share it.
+        let mut b = Sketch::of(PARAGRAPHS[1]);
+        b.bins[BANDS * BAND_BINS] = a.bins[BANDS * BAND_BINS];
+        let shared: Vec<usize> = a
+            .bands()
+            .filter(|band| b.bands().any(|other| other == *band))
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(shared, vec![BANDS]);
+        assert_eq!(Sketch::of("短文本").bands().count(), 0);
+    }
+
     /// `Sketch::of` as it was before its hand-made decoder (`chars()` + `is_word_char`).
     fn sketch_reference(text: &str) -> Sketch {
         let mut bins = [EMPTY; BINS];
