@@ -77,6 +77,13 @@ impl DedupConfig {
         }
     }
 
+    /// Whether a sketch rule (resemblance or containment) accepts `sim` for a candidate beyond
+    /// the threshold that is searched (found through a band).
+    pub fn sketch_rule_may_accept(&self, sim: Similarity) -> bool {
+        self.rule_for(self.threshold.saturating_add(1), Some(sim))
+            .is_some()
+    }
+
     /// Why `rule_for` decided as it did, in one sentence (for `compare`).
     pub fn explain(&self, distance: u32, sim: Option<Similarity>) -> String {
         let beyond = format!("distance {distance} > threshold {}", self.threshold);
@@ -267,9 +274,22 @@ impl<S: ArticleStore> Deduper<S> {
         )?;
         // A revision is never judged against the version it replaces.
         self.scratch.retain(|c| c.id != input.id);
+        // Within distance 3 every candidate shares a block, so one found through a band alone is
+        // beyond it and needs a sketch rule: its sketch (no record to decode) says whether one can
+        // accept it. Most band-only candidates are chance agreements on a common 4-gram.
+        let beyond_threshold = self.rule.threshold <= 3;
         for (seq, id) in banded {
             if id == input.id || self.scratch.iter().any(|c| c.seq == seq) {
                 continue;
+            }
+            if let (Some(query), true) = (sketch, beyond_threshold) {
+                let hopeless = match self.store.get_sketch(&id)? {
+                    Some(other) => !self.rule.sketch_rule_may_accept(query.similarity(&other)),
+                    None => true,
+                };
+                if hopeless {
+                    continue;
+                }
             }
             if let Some(art) = self.store.get(&id)? {
                 self.scratch.push(Candidate {

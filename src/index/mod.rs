@@ -140,6 +140,10 @@ pub struct IndexCounts {
 pub trait ArticleStore {
     /// The stored record of an already-decided article id.
     fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError>;
+    /// Only the stored content sketch of `id` (stores may skip decoding the rest).
+    fn get_sketch(&self, id: &str) -> Result<Option<Sketch>, IndexError> {
+        Ok(self.get(id)?.and_then(|a| a.sketch))
+    }
     /// Appends to `out` every indexed fingerprint within `max_distance` of `fp` that shares at
     /// least one 16-bit block with it (all of them, for `max_distance <= 3`). Each article once.
     fn candidates(
