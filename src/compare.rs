@@ -2,8 +2,8 @@
 //! candidate search as the decision. Pure: texts in, a JSON report out.
 
 use crate::dedup::DedupConfig;
-use crate::index::MatchRule;
 use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
+use crate::index::MatchRule;
 use crate::sketch::Similarity;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -147,7 +147,6 @@ pub struct PairScores {
     /// The rule that accepts the pair (`DedupConfig::rule_for`), found by the index or not.
     pub rule: Option<MatchRule>,
 }
-
 
 /// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
 /// (the numbers of [`compare`]).

@@ -89,7 +89,10 @@ impl DedupConfig {
         let beyond = format!("distance {distance} > threshold {}", self.threshold);
         let Some(s) = sim else {
             return match self.rule_for(distance, sim) {
-                Some(_) => format!("simhash: distance {distance} <= threshold {}", self.threshold),
+                Some(_) => format!(
+                    "simhash: distance {distance} <= threshold {}",
+                    self.threshold
+                ),
                 None => format!("none: {beyond}, and no sketch to compare"),
             };
         };

@@ -339,11 +339,17 @@ mod tests {
         let s = excerpt.similarity(&full);
         assert!(s.a_in_b >= 0.9, "{s:?}");
         assert!(s.b_in_a < 0.8, "{s:?}");
-        assert_eq!(s.a_in_b, f64::from(s.shared_bins) / f64::from(s.shared_bins + s.a_only_bins));
+        assert_eq!(
+            s.a_in_b,
+            f64::from(s.shared_bins) / f64::from(s.shared_bins + s.a_only_bins)
+        );
         // A roundup: one short item among as much other material: the item is in it, not it in
         // the item.
         let item = Sketch::of(PARAGRAPHS[0]);
-        let roundup = Sketch::of(&format!("{}{}{}", PARAGRAPHS[3], PARAGRAPHS[0], PARAGRAPHS[5]));
+        let roundup = Sketch::of(&format!(
+            "{}{}{}",
+            PARAGRAPHS[3], PARAGRAPHS[0], PARAGRAPHS[5]
+        ));
         let r = roundup.similarity(&item);
         assert!(r.a_in_b < 0.6, "{r:?}");
         assert!(r.b_in_a >= 0.9, "{r:?}");

@@ -467,7 +467,10 @@ fn excerpt_is_a_duplicate_and_a_roundup_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
         let mut d = Deduper::new(index, 3);
-        assert_eq!(decide(&mut d, &fp, "story", &title(i), &text(i)).verdict, Verdict::Unique);
+        assert_eq!(
+            decide(&mut d, &fp, "story", &title(i), &text(i)).verdict,
+            Verdict::Unique
+        );
         let later = decide(&mut d, &fp, "excerpt", &title(i), &excerpt);
         let Verdict::Duplicate(m) = &later.verdict else {
             panic!("excerpt of story {i} came out unique: {later:?}");
@@ -476,7 +479,10 @@ fn excerpt_is_a_duplicate_and_a_roundup_is_not() {
         assert!(m.contained.is_some_and(|c| c >= 0.8), "{m:?}");
         if m.distance > 3 {
             assert!(
-                matches!(m.rule, Some(MatchRule::Containment | MatchRule::Resemblance)),
+                matches!(
+                    m.rule,
+                    Some(MatchRule::Containment | MatchRule::Resemblance)
+                ),
                 "{m:?}"
             );
             excerpts += usize::from(m.rule == Some(MatchRule::Containment));
@@ -487,7 +493,11 @@ fn excerpt_is_a_duplicate_and_a_roundup_is_not() {
         let mut d = Deduper::new(index, 3);
         decide(&mut d, &fp, "excerpt", &title(i), &excerpt);
         let story = decide(&mut d, &fp, "story", &title(i), &text(i));
-        assert_eq!(story.verdict, Verdict::Unique, "story {i} after its excerpt");
+        assert_eq!(
+            story.verdict,
+            Verdict::Unique,
+            "story {i} after its excerpt"
+        );
     }
     assert!(excerpts >= 1, "no excerpt needed the containment rule");
     for (k, &i) in short.iter().enumerate() {
@@ -500,7 +510,13 @@ fn excerpt_is_a_duplicate_and_a_roundup_is_not() {
         let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
         let mut d = Deduper::new(index, 3);
         decide(&mut d, &fp, "item", &title(i), &text(i));
-        let r = decide(&mut d, &fp, "roundup", &format!("要闻汇总｜{}", title(i)), &roundup);
+        let r = decide(
+            &mut d,
+            &fp,
+            "roundup",
+            &format!("要闻汇总｜{}", title(i)),
+            &roundup,
+        );
         assert_eq!(r.verdict, Verdict::Unique, "roundup of story {i}: {r:?}");
     }
 }
