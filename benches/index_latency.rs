@@ -9,7 +9,7 @@
 //! NEWSDEDUP_BENCH_SETTLE=0: skip the second query phase (after the load's background work).
 //!
 //! Fingerprints and sketches are random (the occupancy real ones reach; see `index stats` on real
-//! data); every article stores its 4 simhash blocks and 8 sketch bands, as with the defaults.
+//! data); every article stores its 4 simhash blocks and 12 sketch bands, as with the defaults.
 //! Every 100th query is a planted near-duplicate so the duplicate path is measured too.
 
 use hdrhistogram::Histogram;
@@ -32,7 +32,7 @@ fn identity() -> FingerprintIdentity {
     .unwrap()
 }
 
-/// A sketch of a ~1,000-character article: every bin filled, so all 8 LSH bands are indexed
+/// A sketch of a ~1,000-character article: every bin filled, so all 12 LSH bands are indexed
 /// (the default `sketch_search` configuration stores them with each unique article).
 fn random_sketch(rng: &mut SmallRng) -> Sketch {
     let mut bins = [0u32; newsdedup::sketch::BINS];
@@ -204,7 +204,7 @@ fn query_phase(
         hist.max() as f64 / 1000.0,
     );
     println!(
-        "{n:>9} {label}: lookup parts (cold), p50 / p99: replay get {:.1} / {:.1} us; 4 block scans {:.1} / {:.1} us; 8 band seeks {:.1} / {:.1} us (block cache {} MiB)",
+        "{n:>9} {label}: lookup parts (cold), p50 / p99: replay get {:.1} / {:.1} us; 4 block scans {:.1} / {:.1} us; 12 band seeks {:.1} / {:.1} us (block cache {} MiB)",
         us(&get_hist, 0.5),
         us(&get_hist, 0.99),
         us(&blocks_hist, 0.5),

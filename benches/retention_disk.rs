@@ -116,6 +116,8 @@ fn main() {
                     distance: 2,
                     containment: Some(0.93),
                     published_ms: Some(event_ms - 3_600_000),
+                    contained: Some(0.95),
+                    rule: Some(newsdedup::index::MatchRule::Simhash),
                 }),
                 sketch: Some(random_sketch(&mut rng)),
                 revision: None,

@@ -3,6 +3,7 @@
 
 use crate::dedup::DedupConfig;
 use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
+use crate::index::MatchRule;
 use crate::sketch::Similarity;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -91,10 +92,22 @@ pub fn compare(
         "b": {"id": id_b, "fingerprint": fb.fingerprint.to_hex(), "features": fb.features},
         "distance": distance,
         "threshold": rule.threshold,
-        "second_check": {"jaccard": round3(sim.jaccard), "containment": round3(sim.containment)},
+        "second_check": {
+            "jaccard": round3(sim.jaccard),
+            "containment": round3(sim.containment),
+            "a_in_b": round3(sim.a_in_b),
+            "b_in_a": round3(sim.b_in_a),
+            "bins": {"shared": sim.shared_bins, "a_only": sim.a_only_bins, "b_only": sim.b_only_bins},
+        },
         "shares_block": shares_block,
         "shares_sketch_band": shares_band,
         "verdict": if scores.duplicate { "duplicate" } else { "distinct" },
+        "match_rule": scores.rule.filter(|_| scores.duplicate).map(|r| r.as_str()),
+        "why": if scores.found {
+            rule.explain(distance, Some(sim))
+        } else {
+            "none: the index would not see B as a candidate of A (no shared simhash block or sketch band)".to_owned()
+        },
         "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
         "top_shared": shared,
@@ -131,6 +144,8 @@ pub struct PairScores {
     pub found: bool,
     /// The verdict by the rule: found, and accepted by `DedupConfig::accepts`.
     pub duplicate: bool,
+    /// The rule that accepts the pair (`DedupConfig::rule_for`), found by the index or not.
+    pub rule: Option<MatchRule>,
 }
 
 /// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
@@ -151,13 +166,15 @@ pub fn pair_scores(a: &Fingerprinted, b: &Fingerprinted, rule: &DedupConfig) -> 
     // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
     // or, with sketch_search, a content-sketch band.
     let found = shares_block || shares_band;
+    let accepted = rule.rule_for(distance, Some(similarity));
     PairScores {
         distance,
         similarity,
         shares_block,
         shares_band,
         found,
-        duplicate: found && rule.accepts(distance, Some(similarity)),
+        duplicate: found && accepted.is_some(),
+        rule: accepted,
     }
 }
 

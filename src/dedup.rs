@@ -7,7 +7,8 @@
 
 use crate::error::IndexError;
 use crate::index::{
-    event_time, ArticleStore, Candidate, MatchRef, Revision, StoredArticle, StoredDecision,
+    event_time, ArticleStore, Candidate, MatchRef, MatchRule, Revision, StoredArticle,
+    StoredDecision,
 };
 use crate::simhash::Fingerprint;
 use crate::sketch::{Similarity, Sketch};
@@ -27,28 +28,107 @@ pub struct DedupConfig {
     /// are duplicates if the second check is strong: admits reposts whose edits moved the simhash a
     /// little too far. 0 disables.
     pub rescue_distance: u32,
-    /// Minimum estimated 4-gram containment for a rescued candidate (beyond `threshold`).
+    /// The resemblance rule, for candidates beyond `threshold` (up to `rescue_distance`, or any
+    /// found by `sketch_search`): a duplicate when at least this share of the new article's
+    /// 4-grams is estimated to be in the candidate and their Jaccard is at least
+    /// `rescue_min_jaccard` (a repost whose edits moved the simhash too far). Directional: a
+    /// later article quoting an earlier one among as much material of its own is not caught.
     pub rescue_min_containment: f64,
-    /// Minimum estimated 4-gram Jaccard for a rescued candidate. The containment estimate is
-    /// derived from the Jaccard estimate and the two lengths; with a small Jaccard it is mostly
-    /// noise (a short text "contained" in a long unrelated one), so both must hold.
+    /// Minimum estimated 4-gram Jaccard for the resemblance rule.
     pub rescue_min_jaccard: f64,
+    /// The containment rule, for the same candidates: a duplicate when at least this share of
+    /// the new article's 4-grams is estimated to be in the candidate, however much longer the
+    /// candidate is (an excerpt: it says nothing the earlier article did not). Stricter than
+    /// `rescue_min_containment`, since with a low Jaccard the estimate rests on fewer bins. 0
+    /// disables.
+    pub excerpt_min_containment: f64,
+    /// Evidence floor of the containment rule: minimum estimated Jaccard (this share of the
+    /// sketch's 32 bins must agree), so a short text is not "contained" in a much longer one on
+    /// two or three bins; it bounds how much longer the candidate may be (about 1 / this).
+    pub excerpt_min_jaccard: f64,
     /// Also look for candidates through the content sketch's LSH bands (finds reposts whose simhash
     /// moved far, e.g. truncated ones); they are judged by the rescue rule.
     pub sketch_search: bool,
 }
 
 impl DedupConfig {
-    /// Whether a candidate at simhash `distance` with second-check score `sim` is a duplicate.
+    /// Whether a candidate at simhash `distance` with second-check score `sim` (the new article
+    /// as A, the candidate as B) is a duplicate.
     pub fn accepts(&self, distance: u32, sim: Option<Similarity>) -> bool {
+        self.rule_for(distance, sim).is_some()
+    }
+
+    /// The rule that makes the new article a duplicate of the candidate, if one does.
+    pub fn rule_for(&self, distance: u32, sim: Option<Similarity>) -> Option<MatchRule> {
         if distance <= self.threshold {
             sim.is_none_or(|s| s.containment >= self.confirm_min_containment)
+                .then_some(MatchRule::Simhash)
         } else {
-            (self.sketch_search || distance <= self.rescue_distance)
-                && sim.is_some_and(|s| {
-                    s.containment >= self.rescue_min_containment
-                        && s.jaccard >= self.rescue_min_jaccard
-                })
+            let s = sim.filter(|_| self.sketch_search || distance <= self.rescue_distance)?;
+            if s.a_in_b >= self.rescue_min_containment && s.jaccard >= self.rescue_min_jaccard {
+                Some(MatchRule::Resemblance)
+            } else if self.excerpt_min_containment > 0.0
+                && s.a_in_b >= self.excerpt_min_containment
+                && s.jaccard >= self.excerpt_min_jaccard
+            {
+                Some(MatchRule::Containment)
+            } else {
+                None
+            }
+        }
+    }
+
+    /// Whether a sketch rule (resemblance or containment) accepts `sim` for a candidate beyond
+    /// the threshold that is searched (found through a band).
+    pub fn sketch_rule_may_accept(&self, sim: Similarity) -> bool {
+        self.rule_for(self.threshold.saturating_add(1), Some(sim))
+            .is_some()
+    }
+
+    /// Why `rule_for` decided as it did, in one sentence (for `compare`).
+    pub fn explain(&self, distance: u32, sim: Option<Similarity>) -> String {
+        let beyond = format!("distance {distance} > threshold {}", self.threshold);
+        let Some(s) = sim else {
+            return match self.rule_for(distance, sim) {
+                Some(_) => format!(
+                    "simhash: distance {distance} <= threshold {}",
+                    self.threshold
+                ),
+                None => format!("none: {beyond}, and no sketch to compare"),
+            };
+        };
+        let share = format!(
+            "an estimated {:.0}% of A's 4-grams are in B ({} of A's sampled 4-grams seen in B, {} not)",
+            100.0 * s.a_in_b,
+            s.shared_bins,
+            s.a_only_bins
+        );
+        match self.rule_for(distance, sim) {
+            Some(MatchRule::Simhash) => {
+                format!("simhash: distance {distance} <= threshold {}", self.threshold)
+            }
+            Some(MatchRule::Resemblance) => format!(
+                "resemblance: {beyond}, but {share} (>= {}) and Jaccard {:.2} >= {}",
+                self.rescue_min_containment, s.jaccard, self.rescue_min_jaccard
+            ),
+            Some(MatchRule::Containment) => format!(
+                "containment: {beyond}, but {share} (>= {}; Jaccard {:.2} >= {}): A says nothing B did not",
+                self.excerpt_min_containment, s.jaccard, self.excerpt_min_jaccard
+            ),
+            None if distance <= self.threshold => format!(
+                "none: distance {distance} <= threshold, but containment {:.2} < {}",
+                s.containment, self.confirm_min_containment
+            ),
+            None if self.sketch_search || distance <= self.rescue_distance => format!(
+                "none: {beyond}; {share}, Jaccard {:.2}: below both resemblance (>= {} with \
+                 Jaccard >= {}) and containment (>= {} with Jaccard >= {})",
+                s.jaccard,
+                self.rescue_min_containment,
+                self.rescue_min_jaccard,
+                self.excerpt_min_containment,
+                self.excerpt_min_jaccard
+            ),
+            None => format!("none: {beyond}"),
         }
     }
 }
@@ -61,6 +141,8 @@ impl Default for DedupConfig {
             rescue_distance: 0,
             rescue_min_containment: 0.8,
             rescue_min_jaccard: 0.45,
+            excerpt_min_containment: 0.9,
+            excerpt_min_jaccard: 0.15,
             sketch_search: true,
         }
     }
@@ -216,9 +298,22 @@ impl<S: ArticleStore> Deduper<S> {
         )?;
         // A revision is never judged against the version it replaces.
         self.scratch.retain(|c| c.id != input.id);
+        // Within distance 3 every candidate shares a block, so one found through a band alone is
+        // beyond it and needs a sketch rule: its sketch (no record to decode) says whether one can
+        // accept it. Most band-only candidates are chance agreements on a common 4-gram.
+        let beyond_threshold = self.rule.threshold <= 3;
         for (seq, id) in banded {
             if id == input.id || self.scratch.iter().any(|c| c.seq == seq) {
                 continue;
+            }
+            if let (Some(query), true) = (sketch, beyond_threshold) {
+                let hopeless = match self.store.get_sketch(&id)? {
+                    Some(other) => !self.rule.sketch_rule_may_accept(query.similarity(&other)),
+                    None => true,
+                };
+                if hopeless {
+                    continue;
+                }
             }
             if let Some(art) = self.store.get(&id)? {
                 self.scratch.push(Candidate {
@@ -253,7 +348,7 @@ impl<S: ArticleStore> Deduper<S> {
                 (Some(a), Some(b)) => Some(a.similarity(b)),
                 _ => None,
             };
-            if self.rule.accepts(c.distance, sim) {
+            if let Some(rule) = self.rule.rule_for(c.distance, sim) {
                 similarity = sim;
                 matched = Some(MatchRef {
                     id: c.id.clone(),
@@ -267,6 +362,8 @@ impl<S: ArticleStore> Deduper<S> {
                     distance: c.distance,
                     containment: sim.map(|s| (s.containment * 1000.0).round() / 1000.0),
                     published_ms: original.as_ref().and_then(|o| o.published_ms),
+                    contained: sim.map(|s| (s.a_in_b * 1000.0).round() / 1000.0),
+                    rule: Some(rule),
                 });
                 break;
             }

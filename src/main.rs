@@ -58,7 +58,9 @@ enum Command {
     },
     /// Compare two articles (article JSON files or plain text files): distance, verdict, features.
     Compare {
+        /// The later article (the one decided: is it a duplicate of B?).
         a: PathBuf,
+        /// The earlier, indexed article.
         b: PathBuf,
         /// Near-duplicate threshold (Hamming distance).
         #[arg(long)]

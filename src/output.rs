@@ -30,6 +30,8 @@ pub fn dedup_member(decision: &Decision) -> Value {
                 "distance": m.distance,
                 "containment": m.containment,
                 "published_at": m.published_ms.map(crate::time::format_rfc3339),
+                "contained": m.contained,
+                "rule": m.rule.map(|r| r.as_str()),
             }
         }),
     };

@@ -343,7 +343,50 @@ fn fingerprint_and_compare_commands() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["distance"].as_u64().unwrap() <= 3, "{v}");
     assert_eq!(v["verdict"], "duplicate");
+    assert_eq!(v["match_rule"], "simhash");
+    assert!(v["why"].as_str().unwrap().starts_with("simhash:"), "{v}");
     assert!(!v["top_shared"].as_array().unwrap().is_empty());
+
+    // The sample's excerpt (A, later) of s01 (B): a duplicate by the containment rule, with the
+    // containment in each direction; the other way round (s01 after its excerpt) it is not.
+    let sample = common::sample_articles();
+    let by_id = |id: &str| {
+        Value::Object(
+            sample
+                .iter()
+                .find(|m| m["id"] == id)
+                .unwrap_or_else(|| panic!("{id} in the sample"))
+                .clone(),
+        )
+    };
+    let (excerpt, story) = (
+        dir.path().join("excerpt.json"),
+        dir.path().join("story.json"),
+    );
+    std::fs::write(&excerpt, by_id("s01-r1").to_string()).unwrap();
+    std::fs::write(&story, by_id("s01").to_string()).unwrap();
+    let compare = |a: &Path, b: &Path| -> Value {
+        let out = bin().arg("compare").arg(a).arg(b).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let v = compare(&excerpt, &story);
+    assert_eq!(v["verdict"], "duplicate", "{v}");
+    assert_eq!(v["match_rule"], "containment", "{v}");
+    assert!(
+        v["why"].as_str().unwrap().starts_with("containment:"),
+        "{v}"
+    );
+    assert!(v["second_check"]["a_in_b"].as_f64().unwrap() >= 0.9, "{v}");
+    assert!(v["second_check"]["b_in_a"].as_f64().unwrap() < 0.6, "{v}");
+    let v = compare(&story, &excerpt);
+    assert_eq!(v["verdict"], "distinct", "{v}");
+    assert!(v["match_rule"].is_null(), "{v}");
+    assert!(v["why"].as_str().unwrap().starts_with("none:"), "{v}");
 }
 
 /// `index delete` removes an article from every family: a later copy of it is then unique, and

@@ -454,3 +454,97 @@ fn same_id_with_new_content_is_a_revision_decided_afresh() {
     let report = store.verify().unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// Sentences of `text` (ending at 。！？), terminators kept.
+fn sentences(text: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for c in text.chars() {
+        out.last_mut().unwrap().push(c);
+        if matches!(c, '。' | '！' | '？') {
+            out.push(String::new());
+        }
+    }
+    out.retain(|s| !s.trim().is_empty());
+    out
+}
+
+/// The containment rule: an excerpt (the middle half of a story's sentences, with a source line)
+/// is a duplicate of the story, by the `containment` or `resemblance` rule, with most of its text
+/// in the story; a roundup (a short story among other stories' paragraphs) is not a duplicate of
+/// the short story; and the story itself, arriving after its excerpt, says more: unique.
+#[test]
+fn excerpt_is_a_duplicate_and_a_roundup_is_not() {
+    use newsdedup::index::MatchRule;
+    let fp = fingerprinter();
+    let stories = common::sample_stories();
+    let text = |i: usize| common::str_field(&stories[i], "content").to_owned();
+    let title = |i: usize| common::str_field(&stories[i], "title").to_owned();
+    let long: Vec<usize> = (0..stories.len())
+        .filter(|&i| text(i).chars().count() >= 500)
+        .collect();
+    let short: Vec<usize> = (0..stories.len())
+        .filter(|&i| text(i).chars().count() < 400)
+        .collect();
+    assert!(long.len() >= 3 && short.len() >= 3);
+    let mut excerpts = 0;
+    for &i in &long {
+        let s = sentences(&text(i));
+        let (from, n) = (s.len() / 4, s.len() / 2);
+        let excerpt = format!("来源：某网\n{}", s[from..from + n].concat());
+        // Excerpt after its story: a duplicate, and by a sketch rule when the simhash moved far.
+        let dir = tempfile::tempdir().unwrap();
+        let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+        let mut d = Deduper::new(index, 3);
+        assert_eq!(
+            decide(&mut d, &fp, "story", &title(i), &text(i)).verdict,
+            Verdict::Unique
+        );
+        let later = decide(&mut d, &fp, "excerpt", &title(i), &excerpt);
+        let Verdict::Duplicate(m) = &later.verdict else {
+            panic!("excerpt of story {i} came out unique: {later:?}");
+        };
+        assert_eq!(m.id, "story");
+        assert!(m.contained.is_some_and(|c| c >= 0.8), "{m:?}");
+        if m.distance > 3 {
+            assert!(
+                matches!(
+                    m.rule,
+                    Some(MatchRule::Containment | MatchRule::Resemblance)
+                ),
+                "{m:?}"
+            );
+            excerpts += usize::from(m.rule == Some(MatchRule::Containment));
+        }
+        // The story after its excerpt: it says more, so unique.
+        let dir = tempfile::tempdir().unwrap();
+        let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+        let mut d = Deduper::new(index, 3);
+        decide(&mut d, &fp, "excerpt", &title(i), &excerpt);
+        let story = decide(&mut d, &fp, "story", &title(i), &text(i));
+        assert_eq!(
+            story.verdict,
+            Verdict::Unique,
+            "story {i} after its excerpt"
+        );
+    }
+    assert!(excerpts >= 1, "no excerpt needed the containment rule");
+    for (k, &i) in short.iter().enumerate() {
+        let others: Vec<String> = [long[k % long.len()], long[(k + 1) % long.len()]]
+            .iter()
+            .map(|&o| sentences(&text(o))[..3].concat())
+            .collect();
+        let roundup = format!("{}\n{}\n{}", others[0], text(i), others[1]);
+        let dir = tempfile::tempdir().unwrap();
+        let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+        let mut d = Deduper::new(index, 3);
+        decide(&mut d, &fp, "item", &title(i), &text(i));
+        let r = decide(
+            &mut d,
+            &fp,
+            "roundup",
+            &format!("要闻汇总｜{}", title(i)),
+            &roundup,
+        );
+        assert_eq!(r.verdict, Verdict::Unique, "roundup of story {i}: {r:?}");
+    }
+}

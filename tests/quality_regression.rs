@@ -1,7 +1,9 @@
 //! Quality must not regress: a small fixed labelled set (3,000 corpus articles + 300 generated
 //! reposts, built from the shared corpus at test time by scripts/eval/quality.py --quick) is run
 //! through `newsdedup batch`, and precision / recall by length class must stay at the targets
-//! (precision >= 0.99, recall >= 0.95 long, >= 0.85 short). Full figures: docs/QUALITY.md.
+//! (precision >= 0.99, recall >= 0.95 long, >= 0.85 short); excerpt reposts (40-60% of a story's
+//! sentences) must be caught (>= 0.85) and roundups (an earlier short item among other articles'
+//! paragraphs) stay unique (<= 1% flagged). Full figures: docs/QUALITY.md.
 //! The in-repo sample (examples/sample_articles.jsonl, what scripts/demo.sh runs) must be decided
 //! exactly as planted.
 
@@ -34,7 +36,7 @@ fn precision_and_recall_meet_the_targets_on_the_quick_set() {
     };
     let out = Command::new("python3")
         .arg(format!("{root}/scripts/eval/quality.py"))
-        .args(["--quick", "--sweep", "none", "--corpus"])
+        .args(["--quick", "--excerpts", "--sweep", "none", "--corpus"])
         .arg(corpus)
         .arg("--bin")
         .arg(env!("CARGO_BIN_EXE_newsdedup"))
@@ -87,6 +89,28 @@ fn precision_and_recall_meet_the_targets_on_the_quick_set() {
         "templated reports flagged: {}",
         report["templated"]["flagged_in_run"]
     );
+    // Excerpts: caught; roundups: a flagged one is a mistake (1 allowed per 100, rounded up).
+    let excerpts = &report["excerpt_recall"]["overall"];
+    let roundups = &report["roundups"]["overall"];
+    println!(
+        "excerpts caught {:.4} (n={}), roundups flagged {:.4} (n={})",
+        rate(excerpts),
+        excerpts["n"],
+        rate(roundups),
+        roundups["n"]
+    );
+    assert!(excerpts["n"].as_u64().unwrap() >= min_per_class / 10);
+    assert!(roundups["n"].as_u64().unwrap() >= min_per_class / 10);
+    assert!(meets(excerpts, 0.85), "excerpt recall {}", rate(excerpts));
+    let (n, flagged) = (
+        roundups["n"].as_u64().unwrap(),
+        roundups["hits"].as_u64().unwrap(),
+    );
+    assert!(
+        flagged as f64 <= (n as f64 * 0.01).ceil(),
+        "{flagged} of {n} roundups flagged as duplicates: {}",
+        report["roundups"]["flagged_examples"]
+    );
 }
 
 /// Why each malformed record of the sample is invalid, in file order (examples/README.md).
@@ -120,6 +144,7 @@ fn the_sample_is_decided_as_planted() {
         String::from_utf8_lossy(&out.stderr)
     );
     let (mut unique, mut duplicate, mut invalid) = (0, 0, Vec::new());
+    let mut rules = Vec::new();
     for line in std::fs::read_to_string(&output).unwrap().lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         let id = v["id"].as_str().unwrap_or("");
@@ -149,6 +174,8 @@ fn the_sample_is_decided_as_planted() {
                     "{id} is a duplicate of {}",
                     m["id"]
                 );
+                assert!(m["rule"].is_string(), "{id}: no rule in {m}");
+                rules.push((id.to_owned(), m["rule"].as_str().unwrap_or("").to_owned()));
                 duplicate += 1;
             }
         }
@@ -157,4 +184,10 @@ fn the_sample_is_decided_as_planted() {
     assert_eq!(unique, common::sample_stories().len());
     assert_eq!(unique + duplicate, common::sample_articles().len());
     assert!(duplicate >= 8, "{duplicate} planted reposts");
+    // The excerpt (s01-r1) needs the containment rule; the roundup s39, a story, came out unique
+    // above.
+    assert!(
+        rules.contains(&("s01-r1".to_owned(), "containment".to_owned())),
+        "{rules:?}"
+    );
 }

@@ -22,10 +22,12 @@ from zh_trad import to_traditional
 KINDS = ("boilerplate", "retitle", "typos", "markup", "punct", "drop", "insert", "truncate", "reorder")
 # Stretch kinds: only generated on request and reported separately.
 STRETCH_KINDS = ("traditional",)
+# Excerpt reposts (`--excerpts`): a reposting site carries part of the story; reported separately.
+EXCERPT_KINDS = ("excerpt",)
 # Application order, independent of the order the kinds were drawn in: structural edits first,
 # then character-level noise, then what the publishing CMS does (boilerplate, punctuation width,
 # markup last so no later edit touches tags).
-APPLY_ORDER = ("drop", "insert", "reorder", "truncate", "typos", "retitle", "boilerplate",
+APPLY_ORDER = ("excerpt", "drop", "insert", "reorder", "truncate", "typos", "retitle", "boilerplate",
                "traditional", "punct", "markup")
 
 SITES = ("网易新闻", "搜狐网", "今日头条", "腾讯新闻", "凤凰网", "澎湃新闻", "东方财富网", "中华网",
@@ -54,6 +56,8 @@ TITLE_REWORDS = (("表示", "称"), ("宣布", "公布"), ("举行", "召开"), 
                  ("会见", "会晤"), ("强调", "指出"), ("重要", "关键"), ("推进", "推动"), ("推动", "促进"),
                  ("加强", "强化"), ("发展", "建设"), ("曝光", "揭秘"), ("网友", "网民"), ("男子", "一男子"),
                  ("女子", "一女子"), ("千万", "数千万"), ("回应", "回复"), ("！", "!"), ("：", " "))
+# Source lines an excerpting site puts above or below the excerpt.
+EXCERPT_SOURCE_LINES = ("来源：{site}", "本文摘自{site}", "（摘自{site}）", "据{site}报道", "转自{site}")
 TRUNCATION_MARKERS = ("……阅读全文", "……点击查看原文", "...查看全文>>", "（未完，点击阅读全文）",
                       "……展开全文")
 PARA_TEMPLATES = ('<p>{}</p>', '<p style="text-indent:2em;">{}</p>',
@@ -364,6 +368,65 @@ def edit_reorder(doc: Doc, rng: random.Random, ctx: Context) -> dict | None:
     return {"swapped": sorted((a, b)), "moved_frac": round(moved / doc.body_len(), 3)}
 
 
+def edit_excerpt(doc: Doc, rng: random.Random, ctx: Context) -> dict | None:
+    """Keep a contiguous 40-60% of the sentences (anywhere in the body), half the time with a
+    source line above or below: what a site carrying part of a story publishes. Paragraph breaks
+    inside the kept run stay; articles of fewer than 2 sentences are skipped."""
+    units = _units(doc)
+    if len(units) < 2:
+        return None
+    frac = rng.uniform(0.4, 0.6)
+    n = min(len(units) - 1, max(1, round(frac * len(units))))
+    start = rng.randrange(0, len(units) - n + 1)
+    kept = units[start:start + n]
+    total = doc.body_len()
+    paras: list[str] = []
+    last_para = None
+    for pi, _, text in kept:
+        if pi != last_para:
+            paras.append("")
+            last_para = pi
+        paras[-1] += text
+    doc.paras = paras
+    where = rng.choice((None, "top", "bottom"))
+    if where:
+        line = rng.choice(EXCERPT_SOURCE_LINES).format(site=rng.choice(SITES))
+        (doc.head if where == "top" else doc.tail).append(line)
+    kept_chars = sum(len(t) for _, _, t in kept)
+    return {"sentences": f"{start}-{start + n - 1} of {len(units)}",
+            "kept_frac": round(kept_chars / total, 3) if total else 0.0, "source_line": where}
+
+
+def make_roundup(item_title: str, item_content: str, rng: random.Random, ctx: Context,
+                 item_id: str = "") -> tuple[str, str, dict]:
+    """A roundup: the whole of an earlier short item plus 2-4 paragraphs taken from other
+    articles (together 1-2x the item's length), the item at a random place among them. It says
+    something new, so it must stay unique. Returns (title, content, details)."""
+    item = re.sub(r"\s+", "", item_content)
+    want = int(len(item) * rng.uniform(1.0, 2.0))
+    n_paras = rng.randint(2, 4)
+    added: list[str] = []
+    donors: list[str] = []
+    for _ in range(50):
+        if len(added) >= n_paras and sum(map(len, added)) >= want:
+            break
+        donor_id, content = ctx.donor(rng)
+        if donor_id == item_id:
+            continue
+        budget = max(40, (want - sum(map(len, added))) // max(1, n_paras - len(added)))
+        snippet = _donor_snippet(content, budget, rng)
+        if len(snippet) >= 20:
+            added.append(snippet)
+            donors.append(donor_id)
+    at = rng.randrange(0, len(added) + 1)
+    paras = added[:at] + [item_content.strip()] + added[at:]
+    title = rng.choice(("今日要闻汇总", "新闻早知道", "一周要闻回顾", "晚间新闻速览", "热点快报")) + "｜" + item_title
+    added_chars = sum(map(len, added))
+    return title, "\n".join(paras), {"paragraphs_added": len(added), "donors": donors,
+                                      "added_frac": round(added_chars / max(1, len(item)), 3),
+                                      "item_at": at}
+
+
 def edit_traditional(doc: Doc, rng: random.Random, ctx: Context) -> dict | None:
     """Serve the article in Traditional Chinese (title, body and added lines)."""
     doc.title = to_traditional(doc.title)
@@ -377,6 +440,7 @@ EDITS: dict[str, Callable[[Doc, random.Random, Context], dict | None]] = {
     "boilerplate": edit_boilerplate, "retitle": edit_retitle, "typos": edit_typos,
     "markup": edit_markup, "punct": edit_punct, "drop": edit_drop, "insert": edit_insert,
     "truncate": edit_truncate, "reorder": edit_reorder, "traditional": edit_traditional,
+    "excerpt": edit_excerpt,
 }
 
 

@@ -13,7 +13,7 @@ import random
 import statistics
 from collections import defaultdict
 
-from edits import KINDS, STRETCH_KINDS
+from edits import EXCERPT_KINDS, KINDS, STRETCH_KINDS
 from judge import CONTAINMENT_MIN, JACCARD_MIN, Judge, Outcome, is_templated, title_skeleton
 
 MAX_EXAMPLES = 8
@@ -45,13 +45,20 @@ def _median(values: list[int]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False) -> dict:
+def label_class(label: dict) -> str:
+    """standard | traditional | excerpt | roundup (labels without a class predate the last two)."""
+    return label.get("class") or ("traditional" if label["stretch"] else "standard")
+
+
+def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False, cls: str | None = None) -> dict:
     """Recall of generated reposts: flagged duplicate of something in the right family.
 
     "Right family" = the original, another repost of it, or an article near-identical to it.
     A repost with several edits counts under each of its kinds; `single` isolates kinds that
-    were the only edit, which is the cleanest per-kind signal.
+    were the only edit, which is the cleanest per-kind signal. `cls` picks a label class
+    (`label_class`); without it, `stretch` picks standard (False) or traditional (True).
     """
+    cls = cls or ("traditional" if stretch else "standard")
     by_id = {o.id: o for o in outcomes}
     fp_of = {o.id: o.fingerprint for o in outcomes}
     overall, by_len, by_kind, single, by_n = Tally(), Tally(), Tally(), Tally(), Tally()
@@ -59,7 +66,7 @@ def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False) 
     wrong_match = 0
     misses = []
     for lab in judge.labels.values():
-        if lab["stretch"] != stretch:
+        if label_class(lab) != cls:
             continue
         out = by_id.get(lab["id"])
         verdict = judge.pair_verdict(lab["id"], out.match_id) if out and out.decision == "duplicate" else None
@@ -80,7 +87,7 @@ def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False) 
             misses.append({"id": lab["id"], "original": lab["original"], "edits": kinds,
                            "length_class": lab["length_class"], "distance_to_original": d,
                            "decision": out.decision if out else "missing"})
-    kind_order = list(KINDS) + list(STRETCH_KINDS)
+    kind_order = list(KINDS) + list(STRETCH_KINDS) + list(EXCERPT_KINDS)
     return {"overall": overall.table()["all"] if overall.total else None,
             "by_length": by_len.table(["long", "short"]),
             "by_kind": by_kind.table(kind_order), "by_kind_single": single.table(kind_order),
@@ -88,6 +95,47 @@ def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False) 
             "median_distance_by_kind": {k: _median(dist_by_kind[k]) for k in kind_order if dist_by_kind[k]},
             "wrong_match": wrong_match,
             "misses_examples": _spread(misses)}
+
+
+def excerpt_recall(judge: Judge, outcomes: list[Outcome]) -> dict:
+    """Recall of excerpt reposts, plus by source line and by the share of the original kept."""
+    rec = repost_recall(judge, outcomes, cls="excerpt")
+    by_id = {o.id: o for o in outcomes}
+    by_source, by_kept = Tally(), Tally()
+    for lab in judge.labels.values():
+        if label_class(lab) != "excerpt":
+            continue
+        out = by_id.get(lab["id"])
+        hit = bool(out and out.decision == "duplicate"
+                   and judge.pair_verdict(lab["id"], out.match_id) in ("family", "near-identical"))
+        det = lab["details"].get("excerpt", {})
+        by_source.add("with source line" if det.get("source_line") else "without source line", hit)
+        kept = det.get("kept_frac", 0.0)
+        by_kept.add("kept < 40% of the characters" if kept < 0.4 else
+                    "kept 40-60%" if kept <= 0.6 else "kept > 60%", hit)
+    rec["by_source_line"] = by_source.table(["without source line", "with source line"])
+    rec["by_kept"] = by_kept.table(["kept < 40% of the characters", "kept 40-60%", "kept > 60%"])
+    return rec
+
+
+def roundups(judge: Judge, outcomes: list[Outcome]) -> dict:
+    """Roundups (an earlier short item + other articles' paragraphs) flagged as duplicates: each
+    one is a mistake, whatever it was matched to."""
+    by_id = {o.id: o for o in outcomes}
+    overall, by_len = Tally(), Tally()
+    flagged = []
+    for lab in judge.labels.values():
+        if label_class(lab) != "roundup":
+            continue
+        out = by_id.get(lab["id"])
+        hit = bool(out and out.decision == "duplicate")
+        overall.add("all", hit)
+        by_len.add(lab["length_class"], hit)
+        if hit:
+            flagged.append({"id": lab["id"], "match": out.match_id, "distance": out.distance,
+                            "item_matched": judge.root(out.match_id or "") == lab["original"],
+                            "added_frac": lab["details"]["roundup"]["added_frac"]})
+    return {"overall": overall.table().get("all"), "flagged_examples": _spread(flagged)}
 
 
 def _spread(rows: list[dict], n: int = MAX_EXAMPLES) -> list[dict]:
@@ -241,7 +289,7 @@ def distance_histograms(judge: Judge, outcomes: list[Outcome], silver_path: str 
     """Hamming-distance histograms: repost vs original, natural near-dups, random pairs."""
     fp = {o.id: o.fingerprint for o in outcomes}
     reposts = [hamming(fp.get(lab["id"]), fp.get(lab["original"]))
-               for lab in judge.labels.values() if not lab["stretch"]]
+               for lab in judge.labels.values() if label_class(lab) == "standard"]
     natural = []
     if silver_path:
         with open(silver_path, encoding="utf-8") as fh:

@@ -52,6 +52,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--limit", type=int, default=None, help="use only the first N corpus articles")
     g.add_argument("--second-repost-rate", type=float, default=0.1, help="share of originals reposted twice")
     g.add_argument("--traditional", action="store_true", help="also make Traditional-Chinese reposts (stretch)")
+    g.add_argument("--excerpts", action="store_true",
+                   help="also make excerpt reposts (must be caught) and roundups (must stay unique), reported separately")
     g.add_argument("--quick", action="store_true",
                    help=f"small run for tests: --limit {QUICK_LIMIT} --originals {QUICK_ORIGINALS}")
     r = p.add_argument_group("run")
@@ -96,12 +98,13 @@ def step_generate(args: argparse.Namespace) -> None:
     t0 = time.time()
     articles = load_corpus(args.corpus, args.limit)
     cfg = StreamConfig(seed=args.seed, originals=args.originals, second_repost_rate=args.second_repost_rate,
-                       traditional=args.traditional)
+                       traditional=args.traditional, excerpts=args.excerpts)
     stream, labels = build_stream(articles, cfg)
     p = paths(args)
     write_jsonl(p["stream"], stream)
     write_jsonl(p["labels"], labels)
     meta = {"seed": args.seed, "originals": args.originals, "limit": args.limit, "traditional": args.traditional,
+            "excerpts": args.excerpts,
             "second_repost_rate": args.second_repost_rate, "corpus": os.path.abspath(args.corpus),
             "n_corpus": len(articles), "n_stream": len(stream), "n_labels": len(labels),
             "command": command_line(args)}
@@ -180,7 +183,7 @@ def threshold_point(judge: Judge, outcomes, pair_d: list[int], tmpl: dict, k: in
 def repost_distances(judge: Judge, outcomes) -> list[int]:
     fp = {o.id: o.fingerprint for o in outcomes}
     ds = [metrics.hamming(fp.get(lab["id"]), fp.get(lab["original"]))
-          for lab in judge.labels.values() if not lab["stretch"]]
+          for lab in judge.labels.values() if metrics.label_class(lab) == "standard"]
     return [d for d in ds if d is not None]
 
 
@@ -258,6 +261,8 @@ def step_judge(args: argparse.Namespace) -> dict:
            "recall": metrics.repost_recall(judge, outcomes),
            "precision": metrics.precision(judge, outcomes),
            "stretch_recall": metrics.repost_recall(judge, outcomes, stretch=True) if meta["traditional"] else None,
+           "excerpt_recall": metrics.excerpt_recall(judge, outcomes) if meta.get("excerpts") else None,
+           "roundups": metrics.roundups(judge, outcomes) if meta.get("excerpts") else None,
            "silver_recall": metrics.silver_recall(judge, outcomes, silver),
            "templated": tmpl,
            "histograms": metrics.distance_histograms(judge, outcomes, silver, args.seed)}
@@ -274,12 +279,14 @@ def command_line(args: argparse.Namespace) -> str:
 
 def config_summary(args, meta: dict, labels: list[dict]) -> dict:
     """Stream facts + run settings for the report (home dir shortened: the doc is committed)."""
-    std = [lab for lab in labels if not lab["stretch"]]
+    std = [lab for lab in labels if metrics.label_class(lab) == "standard"]
     originals = {lab["original"]: lab["length_class"] for lab in std}
+    n_class = {c: sum(metrics.label_class(lab) == c for lab in labels) for c in ("traditional", "excerpt", "roundup")}
     stream_facts = {k: v for k, v in meta.items() if k != "command"}
     return {**stream_facts, "threshold": args.threshold, "long_chars": LONG_CHARS,
             "bin": args.bin.replace(os.path.expanduser("~"), "~"),
-            "n_reposts": len(std), "n_stretch": len(labels) - len(std),
+            "n_reposts": len(std), "n_stretch": n_class["traditional"], "n_excerpts": n_class["excerpt"],
+            "n_roundups": n_class["roundup"],
             "originals_long": sum(c == "long" for c in originals.values()),
             "originals_short": sum(c == "short" for c in originals.values()), "sweep": args.sweep}
 

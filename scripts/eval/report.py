@@ -65,6 +65,8 @@ def render(rep: dict, images: dict[str, str] | None = None) -> str:
     lines += _precision_sections(prec)
     if rep.get("stretch_recall"):
         lines += _stretch(rep["stretch_recall"])
+    if rep.get("excerpt_recall"):
+        lines += _excerpts(rep["excerpt_recall"], rep["roundups"])
     if rep.get("silver_recall"):
         lines += ["## Natural near-duplicates in the corpus (silver pairs)", "",
                   "Pairs from `silver_char5_minhash_pairs.jsonl` with both members in the stream; a hit = the later "
@@ -81,7 +83,9 @@ def render(rep: dict, images: dict[str, str] | None = None) -> str:
 def _setup(cfg: dict, run: dict) -> list[str]:
     rows = [["corpus articles in stream", cfg["n_corpus"]], ["generated reposts (standard)", cfg["n_reposts"]],
             ["originals sampled (long / short)", f"{cfg['originals_long']} / {cfg['originals_short']}"],
-            ["stretch reposts (traditional)", cfg["n_stretch"]], ["stream lines", cfg["n_stream"]],
+            ["stretch reposts (traditional)", cfg["n_stretch"]],
+            ["excerpt reposts / roundups", f"{cfg.get('n_excerpts', 0)} / {cfg.get('n_roundups', 0)}"],
+            ["stream lines", cfg["n_stream"]],
             ["seed", cfg["seed"]], ["binary", f"`{cfg['bin']}`"],
             ["threshold (Hamming, batch run)", cfg["threshold"]],
             ["long = content without whitespace >=", f"{cfg['long_chars']} chars"]]
@@ -135,6 +139,35 @@ def _stretch(st: dict) -> list[str]:
                         + _rate_rows(st["by_length"])
                         + _rate_rows({k: v for k, v in st["by_kind"].items() if k != "traditional"},
                                      lambda k: f"with {k}"))
+    return lines
+
+
+def _excerpts(ex: dict, ru: dict) -> list[str]:
+    lines = ["## Excerpt reposts and roundups (reported separately)", "",
+             "An excerpt repost carries a contiguous 40-60% of the original's sentences (anywhere in the body), "
+             "half of them with a source line (来源：…, 本文摘自…): nothing new, so a duplicate. A roundup is a "
+             "later article made of an earlier short item (whole) and 2-4 paragraphs from other articles "
+             "(together 1-2x the item's length): it says something new, so it must stay unique. Both are "
+             "excluded from the headline figures.", ""]
+    rows = []
+    if ex.get("overall"):
+        rows.append(["excerpts: all", ex["overall"]["n"], ex["overall"]["hits"], _pct(ex["overall"]["rate"])])
+        rows += _rate_rows(ex["by_length"], lambda k: f"excerpts: {k}")
+        rows += _rate_rows(ex.get("by_source_line", {}), lambda k: f"excerpts: {k}")
+        rows += _rate_rows(ex.get("by_kept", {}), lambda k: f"excerpts: {k}")
+    lines += _table(["group", "articles", "flagged duplicate", "rate"], rows)
+    if ru.get("overall"):
+        o = ru["overall"]
+        lines += _table(["roundups", "flagged duplicate (wrong)", "rate"], [[o["n"], o["hits"], _pct(o["rate"])]])
+    if ru.get("flagged_examples"):
+        lines += _table(["flagged roundup", "matched id", "matched its item", "distance", "added / item"],
+                        [[e["id"], e["match"], e["item_matched"], e["distance"], e["added_frac"]]
+                         for e in ru["flagged_examples"]])
+    if ex.get("misses_examples"):
+        lines += ["Missed excerpts:", ""]
+        lines += _table(["excerpt id", "length", "distance to original", "decision"],
+                        [[m["id"], m["length_class"], m["distance_to_original"], m["decision"]]
+                         for m in ex["misses_examples"]])
     return lines
 
 

@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from edits import KINDS, STRETCH_KINDS, Context, SITES, draw_kinds, make_repost
+from edits import KINDS, STRETCH_KINDS, Context, SITES, draw_kinds, make_repost, make_roundup
 
 LONG_CHARS = 500  # content length (whitespace removed) separating "long" from "short"
 MAX_GAP = 5000    # largest original -> repost distance, in corpus articles
@@ -58,6 +58,9 @@ class StreamConfig:
     second_repost_rate: float = 0.1
     traditional: bool = False
     traditional_rate: float = 0.2  # share of originals that also get a traditional repost
+    excerpts: bool = False
+    excerpt_rate: float = 0.3      # share of originals that also get an excerpt repost
+    roundup_rate: float = 0.4      # share of short originals that also appear in a later roundup
 
 
 def sample_originals(articles: list[dict], n_total: int, rng: random.Random) -> list[int]:
@@ -127,10 +130,46 @@ def build_stream(articles: list[dict], cfg: StreamConfig) -> tuple[list[dict], l
             gap = draw_gap(rng)
             label = {"id": new_id, "original": orig["id"], "length_class": length_class(orig["content"]),
                      "edits": applied, "n_edits": len([a for a in applied if a not in STRETCH_KINDS]),
-                     "stretch": plan == "trad", "gap": gap, "details": details}
+                     "stretch": plan == "trad", "class": "traditional" if plan == "trad" else "standard",
+                     "gap": gap, "details": details}
             pending.append((min(oi + gap, len(articles) - 1), seq_base * 10 + k,
                             _repost_article(orig, new_id, title, content, rng), label))
+    if cfg.excerpts:
+        pending.extend(_excerpts_and_roundups(articles, originals, cfg, ctx))
     return _interleave(articles, pending)
+
+
+def _excerpts_and_roundups(articles: list[dict], originals: list[int], cfg: StreamConfig,
+                           ctx: Context) -> list[tuple[int, int, dict, dict]]:
+    """Excerpt reposts (a duplicate: nothing new) and roundups (an earlier short item plus other
+    articles' paragraphs: something new, must stay unique), placed like reposts. Their own random
+    stream, so the standard reposts are the same with or without them."""
+    rng = random.Random(cfg.seed * 7 + 14)
+    pending = []
+    for seq_base, oi in enumerate(originals):
+        orig = articles[oi]
+        cls = length_class(orig["content"])
+        if rng.random() < cfg.excerpt_rate:
+            title, content, applied, details = make_repost(orig.get("title", ""), orig["content"],
+                                                           ["excerpt"], rng, ctx)
+            if applied:
+                new_id = f"excerpt:{orig['id']}"
+                gap = draw_gap(rng)
+                label = {"id": new_id, "original": orig["id"], "length_class": cls, "edits": applied,
+                         "n_edits": 1, "stretch": True, "class": "excerpt", "gap": gap, "details": details}
+                pending.append((min(oi + gap, len(articles) - 1), seq_base * 10 + 7,
+                                _repost_article(orig, new_id, title, content, rng), label))
+        if cls == "short" and rng.random() < cfg.roundup_rate:
+            title, content, details = make_roundup(orig.get("title", ""), orig["content"], rng, ctx,
+                                                   orig["id"])
+            new_id = f"roundup:{orig['id']}"
+            gap = draw_gap(rng)
+            label = {"id": new_id, "original": orig["id"], "length_class": cls, "edits": ["roundup"],
+                     "n_edits": 1, "stretch": True, "class": "roundup", "gap": gap,
+                     "details": {"roundup": details}}
+            pending.append((min(oi + gap, len(articles) - 1), seq_base * 10 + 8,
+                            _repost_article(orig, new_id, title, content, rng), label))
+    return pending
 
 
 def _interleave(articles: list[dict], pending: list[tuple[int, int, dict, dict]]) -> tuple[list[dict], list[dict]]:

@@ -85,6 +85,39 @@ class EditTest(unittest.TestCase):
             if applied:
                 self.assertTrue(0.4 <= det["truncate"]["kept_frac"] <= 0.81, det)
 
+    def test_excerpt_is_a_contiguous_40_to_60_percent_of_the_sentences(self):
+        for i in range(40):
+            art = fake_article(self.rng, i, self.rng.randint(150, 2000), self.rng.choice(("newline", "block")))
+            _, content, applied, det = edits.make_repost(art["title"], art["content"], ["excerpt"], self.rng,
+                                                         self.ctx)
+            self.assertEqual(applied, ["excerpt"])
+            orig = edits.split_sentences(art["content"].replace("\n", ""))
+            body = content.split("\n")
+            info = det["excerpt"]
+            if info["source_line"] == "top":
+                body = body[1:]
+            elif info["source_line"] == "bottom":
+                body = body[:-1]
+            kept = "".join(body)
+            first, last = (int(x) for x in info["sentences"].split(" of ")[0].split("-"))
+            self.assertEqual(kept, "".join(orig[first:last + 1]))  # contiguous, in order
+            self.assertGreaterEqual((last - first + 1) / len(orig), 0.4 - 1 / len(orig))
+            self.assertLessEqual((last - first + 1) / len(orig), 0.6 + 1 / len(orig))
+            self.assertLess(len(kept), len(art["content"].replace("\n", "")))
+        one = {"title": "t", "content": "只有一句话没有句号"}
+        self.assertEqual(edits.make_repost(one["title"], one["content"], ["excerpt"], self.rng, self.ctx)[2], [])
+
+    def test_roundup_holds_the_whole_item_and_more(self):
+        for i in range(20):
+            item = fake_article(self.rng, 100 + i, self.rng.randint(100, 400), "newline")
+            title, content, det = edits.make_roundup(item["title"], item["content"], self.rng, self.ctx,
+                                                     item["id"])
+            self.assertIn(item["content"], content)
+            self.assertIn(item["title"], title)
+            self.assertGreaterEqual(det["paragraphs_added"], 2)
+            self.assertGreaterEqual(det["added_frac"], 0.9)
+            self.assertNotIn(item["id"], det["donors"])
+
     def test_retitle_leaves_body_alone(self):
         art = fake_article(self.rng, 2, 500, "newline")
         title, content, _, _ = self.apply("retitle", art)
@@ -112,6 +145,22 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(classes, {"long", "short"})
         gaps = [pos[lab["id"]] - pos[lab["original"]] for lab in l1]
         self.assertGreater(max(gaps), 20, "reposts should not all sit right after their original")
+
+    def test_excerpts_and_roundups_leave_the_standard_reposts_alone(self):
+        base = stream.StreamConfig(seed=5, originals=60)
+        s1, l1 = stream.build_stream(self.corpus(), base)
+        s2, l2 = stream.build_stream(self.corpus(), stream.StreamConfig(seed=5, originals=60, excerpts=True))
+        std = [lab for lab in l2 if lab["class"] == "standard"]
+        self.assertEqual([lab["id"] for lab in l1], [lab["id"] for lab in std])
+        self.assertEqual([lab["details"] for lab in l1], [lab["details"] for lab in std])
+        by_class = {c: [lab for lab in l2 if lab["class"] == c] for c in ("excerpt", "roundup")}
+        self.assertTrue(by_class["excerpt"] and by_class["roundup"])
+        pos = {a["id"]: i for i, a in enumerate(s2)}
+        for lab in by_class["excerpt"] + by_class["roundup"]:
+            self.assertTrue(lab["stretch"])
+            self.assertGreater(pos[lab["id"]], pos[lab["original"]])
+        self.assertEqual({lab["length_class"] for lab in by_class["roundup"]}, {"short"})
+        self.assertEqual(len(s2), len(s1) + len(by_class["excerpt"]) + len(by_class["roundup"]))
 
     def test_labels_never_in_articles(self):
         s, labels = stream.build_stream(self.corpus(), stream.StreamConfig(seed=9, originals=40))

@@ -185,14 +185,16 @@ fn header(h: &mut String, r: &Report) {
     if rule.sketch_search || rule.rescue_distance > rule.threshold {
         let _ = write!(
             text,
-            "; beyond it{} when containment ≥ {} and Jaccard ≥ {}",
+            "; beyond it{} when the share of its text found in the original is ≥ {} with Jaccard ≥ {} (resemblance) or ≥ {} with Jaccard ≥ {} (containment)",
             if rule.sketch_search {
                 " (candidates found through the content sketch)".to_owned()
             } else {
                 format!(" up to distance {}", rule.rescue_distance)
             },
             rule.rescue_min_containment,
-            rule.rescue_min_jaccard
+            rule.rescue_min_jaccard,
+            rule.excerpt_min_containment,
+            rule.excerpt_min_jaccard
         );
     }
     let _ = write!(h, "<dt>rule</dt><dd>{}</dd>", escape(&text));

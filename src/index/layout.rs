@@ -9,7 +9,8 @@
 //! Sorting by fingerprint then sequence keeps the scan output deterministic.
 //!
 //! `bands`: the content-sketch LSH bands of unique articles (the candidate path of the second
-//! check), one entry per (article, band):
+//! check): 8 Jaccard bands (two bins each) and 4 containment bands (one bin each), one entry per
+//! (article, band):
 //!   key   = band number (1 byte) || band key (8, BE) || sequence number (8, BE)
 //!   value = article id (UTF-8)
 //! With a fixed 9-byte prefix extractor (band number || band key) and a prefix bloom filter (SST
@@ -60,10 +61,11 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`): it must be rebuilt. 2: sketch bands in their own `bands`
-/// family (1: in the block families, flagged by the top bit of the sequence number). 3: event
-/// times, the `expiry` family and the stream time (the retention window).
-pub const FORMAT_VERSION: &str = "newsdedup-index/3";
+/// (`IndexError::FormatMismatch`): it must be rebuilt. 4: the `bands` family also holds the
+/// sketch's single-bin containment bands (band numbers 8..12). 3: event times, the `expiry` family
+/// and the stream time (the retention window). 2: sketch bands in their own `bands` family (1: in
+/// the block families, flagged by the top bit of the sequence number).
+pub const FORMAT_VERSION: &str = "newsdedup-index/4";
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
 /// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
@@ -72,7 +74,7 @@ pub const BLOCK_KEY_LEN: usize = 18;
 
 pub const BAND_KEY_LEN: usize = 17;
 // The band number is one byte of the key.
-const _: () = assert!(crate::sketch::BANDS <= 256);
+const _: () = assert!(crate::sketch::ALL_BANDS <= 256);
 /// Length of the `bands` prefix extractor: band number || band key.
 pub const BAND_PREFIX_LEN: usize = 9;
 
@@ -95,7 +97,7 @@ pub fn parse_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
     Some((block, Fingerprint(fp), seq))
 }
 
-/// The `bands` key of band `band` (0..8) with 64-bit key `key` of the article with sequence `seq`.
+/// The `bands` key of band `band` (0..12) with 64-bit key `key` of the article with sequence `seq`.
 pub fn band_key(band: u8, key: u64, seq: u64) -> [u8; BAND_KEY_LEN] {
     let mut k = [0u8; BAND_KEY_LEN];
     k[0] = band;

@@ -64,6 +64,38 @@ pub struct MatchRef {
     /// `published_at`). Output as `match.published_at`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published_ms: Option<i64>,
+    /// Estimated share of the duplicate's own 4-grams found in the match (rounded to 0.001), when
+    /// both articles have a content sketch: what the `containment` rule compares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub contained: Option<f64>,
+    /// The rule that made the article a duplicate of the match (absent in records stored before
+    /// rules were named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<MatchRule>,
+}
+
+/// Why an article is a duplicate of its match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MatchRule {
+    /// Simhash within the threshold (an ordinary repost).
+    Simhash,
+    /// Beyond the threshold, but the texts are near-identical and the article's content is
+    /// mostly in the match (a repost whose edits moved the simhash too far).
+    Resemblance,
+    /// Beyond the threshold, but (almost) all of the article's content is in the match, however
+    /// much longer the match is: an excerpt that says nothing new.
+    Containment,
+}
+
+impl MatchRule {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MatchRule::Simhash => "simhash",
+            MatchRule::Resemblance => "resemblance",
+            MatchRule::Containment => "containment",
+        }
+    }
 }
 
 /// Decision recorded for an article.
@@ -156,6 +188,10 @@ pub struct IndexCounts {
 pub trait ArticleStore {
     /// The stored record of an already-decided article id.
     fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError>;
+    /// Only the stored content sketch of `id` (stores may skip decoding the rest).
+    fn get_sketch(&self, id: &str) -> Result<Option<Sketch>, IndexError> {
+        Ok(self.get(id)?.and_then(|a| a.sketch))
+    }
     /// Appends to `out` every indexed fingerprint within `max_distance` of `fp` that shares at
     /// least one 16-bit block with it (all of them, for `max_distance <= 3`). Each article once.
     fn candidates(

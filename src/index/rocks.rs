@@ -48,6 +48,9 @@ use std::sync::Arc;
 
 /// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
 pub const MAX_BAND_BUCKET: usize = 32;
+/// The same for a containment band (one bin: a single 4-gram, which common phrases share far
+/// more often than two bins together), kept low so they cannot flood a lookup with candidates.
+pub const MAX_CONTAINMENT_BUCKET: usize = 8;
 
 /// Largest height of the per-prefix memtable skiplists (see the block families' options).
 const MEMTABLE_SKIPLIST_HEIGHT: i32 = 12;
@@ -947,6 +950,11 @@ impl RocksIndex {
         let mut it = self.db.raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, opts);
         let mut hits: Vec<(u64, String)> = Vec::new();
         for (band, key) in sketch.bands() {
+            let cap = if band < crate::sketch::BANDS {
+                MAX_BAND_BUCKET
+            } else {
+                MAX_CONTAINMENT_BUCKET
+            };
             let start = band_key(band as u8, key, 0);
             let prefix = &start[..BAND_PREFIX_LEN];
             it.seek(start);
@@ -963,15 +971,16 @@ impl RocksIndex {
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .unwrap_or_default();
                 hits.push((seq, id));
-                if hits.len() > MAX_BAND_BUCKET {
+                if hits.len() > cap {
                     break;
                 }
                 it.next();
             }
             it.status().map_err(rocks_err(&self.dir))?;
             // A band shared by very many articles comes from boilerplate every article of a
-            // source carries (a newspaper's dateline and sign-off): it says nothing.
-            if hits.len() > MAX_BAND_BUCKET {
+            // source carries (a newspaper's dateline and sign-off), or a common phrase: it says
+            // nothing.
+            if hits.len() > cap {
                 continue;
             }
             for (seq, id) in hits.drain(..) {
@@ -985,6 +994,21 @@ impl RocksIndex {
 }
 
 impl ArticleStore for RocksIndex {
+    fn get_sketch(&self, id: &str) -> Result<Option<Sketch>, IndexError> {
+        let cf = self.cf(ARTICLES)?;
+        let raw = self
+            .db
+            .get_pinned_cf(cf, id.as_bytes())
+            .map_err(rocks_err(&self.dir))?;
+        // The binary sketch leads the value: no JSON to decode.
+        Ok(match raw.as_deref() {
+            Some([layout::ARTICLE_VALUE_FORMAT, 1, rest @ ..]) if rest.len() >= SKETCH_BYTES => {
+                Sketch::from_bytes(&rest[..SKETCH_BYTES])
+            }
+            _ => None,
+        })
+    }
+
     fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError> {
         let cf = self.cf(ARTICLES)?;
         match self
