@@ -60,11 +60,33 @@ struct DedupMember {
     #[serde(default)]
     fingerprint: Option<Fingerprint>,
     #[serde(rename = "match", default)]
-    matched: Option<MatchRef>,
+    matched: Option<MatchMember>,
     #[serde(default)]
     revision: Option<u32>,
     #[serde(default)]
     previous_fingerprint: Option<Fingerprint>,
+}
+
+/// The `match` member: the stored `MatchRef`, whose publication time the output writes as
+/// `published_at` (RFC 3339) rather than as stored (Unix ms).
+#[derive(Deserialize)]
+struct MatchMember {
+    #[serde(flatten)]
+    stored: MatchRef,
+    #[serde(default)]
+    published_at: Option<String>,
+}
+
+impl MatchMember {
+    fn into_stored(self) -> MatchRef {
+        MatchRef {
+            published_ms: self
+                .published_at
+                .as_deref()
+                .and_then(crate::time::parse_time),
+            ..self.stored
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -137,7 +159,7 @@ pub fn restore(
             title: (!title.is_empty()).then(|| title.to_owned()),
             first_seen_ms: decided_ms,
             decision,
-            matched: member.matched,
+            matched: member.matched.map(MatchMember::into_stored),
             sketch: Some(fingerprinted.sketch),
             revision,
             event_ms,

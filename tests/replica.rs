@@ -79,21 +79,27 @@ fn write_jsonl(path: &Path, inputs: &[Input]) {
     }
 }
 
-/// (decision, matched id) per article id, from output records; every output of an id agrees.
+/// (decision, matched id) per article id, from output records; every output of an id carries
+/// the same `dedup` member (a replayed decision, after a rebuild or a takeover too, is the stored
+/// one, match and all).
 fn decisions<'a>(
     records: impl IntoIterator<Item = &'a Value>,
 ) -> BTreeMap<String, (String, String)> {
     let mut out: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut members: BTreeMap<String, Value> = BTreeMap::new();
     for v in records {
         let Some(id) = v["id"].as_str() else { continue };
         let d = &v["dedup"];
-        let decision = (
-            d["decision"].as_str().unwrap_or("").to_owned(),
-            d["match"]["id"].as_str().unwrap_or("").to_owned(),
-        );
-        if let Some(old) = out.insert(id.to_owned(), decision.clone()) {
-            assert_eq!(old, decision, "two outputs of {id} disagree");
+        if let Some(old) = members.insert(id.to_owned(), d.clone()) {
+            assert_eq!(&old, d, "two outputs of {id} disagree");
         }
+        out.insert(
+            id.to_owned(),
+            (
+                d["decision"].as_str().unwrap_or("").to_owned(),
+                d["match"]["id"].as_str().unwrap_or("").to_owned(),
+            ),
+        );
     }
     out
 }
