@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 14] = [
+const CORE: [&str; 15] = [
     "article.rs",
     "time.rs",
     "text",
@@ -19,13 +19,14 @@ const CORE: [&str; 14] = [
     "compare.rs",
     "pipeline.rs",
     "batch.rs",
+    "restore.rs",
     "error.rs",
     "index/mod.rs",
     "audit",
 ];
 
 /// What the core must not name: edge crates and edge modules of this crate.
-const FORBIDDEN: [&str; 15] = [
+const FORBIDDEN: [&str; 16] = [
     "rdkafka",
     "tokio",
     "clap",
@@ -35,6 +36,7 @@ const FORBIDDEN: [&str; 15] = [
     "crate::kafka",
     "crate::service",
     "crate::replay",
+    "crate::replica",
     "indicatif",
     "crate::settings",
     "crate::config",
