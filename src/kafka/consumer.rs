@@ -208,6 +208,7 @@ impl ConsumerContext for ConsumerCtx {
                     .health
                     .assigned
                     .store(t.assigned().len(), Ordering::Relaxed);
+                shared.health.joined.store(true, Ordering::Relaxed);
             }
             // librdkafka itself resumes from the committed offsets; read them too, to log and export.
             let mut resume = Vec::new();

@@ -6,7 +6,8 @@
 //!   has (`alone` below), so nothing is decided while the group is split;
 //! * a watch thread keeps the partition count current and stops the service, like any fatal error
 //!   (/health 503 with the reason, commit what is done, exit non-zero), once this member has held
-//!   fewer than every partition for longer than the grace period. A member that never held every
+//!   fewer than every partition for longer than the grace period, counted from the end of its
+//!   group join. A member that never held every
 //!   partition (the newcomer) goes after one grace period; one that did (the incumbent) waits
 //!   twice as long, so that the newcomer leaves first and the incumbent takes its partitions back.
 //!
@@ -37,7 +38,10 @@ pub fn alone(health: &Health) -> bool {
             health.held_all_once.store(true, Ordering::Relaxed);
         }
         health.short_since_ms.store(0, Ordering::Relaxed);
-    } else if health.short_since_ms.load(Ordering::Relaxed) == 0 {
+    } else if health.joined.load(Ordering::Relaxed)
+        && health.short_since_ms.load(Ordering::Relaxed) == 0
+    {
+        // Counted from the end of the group join: a slow join is not another member.
         health
             .short_since_ms
             .store(crate::dedup::now_ms().max(1), Ordering::Relaxed);

@@ -89,6 +89,8 @@ pub struct Health {
     /// once, and since when (ms since the epoch, 0: not now) it holds fewer.
     pub held_all_once: AtomicBool,
     pub short_since_ms: AtomicU64,
+    /// Set by the first assignment (even an empty one): the group join is over.
+    pub joined: AtomicBool,
     pub in_flight: AtomicUsize,
     failure: Mutex<Option<String>>,
     last_broker_error: Mutex<Option<String>>,
@@ -114,6 +116,7 @@ impl Health {
             partitions_total: AtomicUsize::new(0),
             held_all_once: AtomicBool::new(false),
             short_since_ms: AtomicU64::new(0),
+            joined: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             failure: Mutex::new(None),
             last_broker_error: Mutex::new(None),
