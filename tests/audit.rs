@@ -119,23 +119,6 @@ fn write_jsonl(path: &Path, values: &[Value]) {
     std::fs::write(path, text).expect("write input");
 }
 
-fn batch(input: &Path, output: &Path, index: &Path) {
-    let out = bin()
-        .args(["batch", "--quiet", "--input"])
-        .arg(input)
-        .arg("--output")
-        .arg(output)
-        .arg("--index-dir")
-        .arg(index)
-        .output()
-        .expect("run batch");
-    assert!(
-        out.status.success(),
-        "batch failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Runs `newsdedup audit ARGS --html H --jsonl J`; returns (html, pairs, stderr).
 fn audit(dir: &Path, name: &str, args: &[&str]) -> (String, Vec<Value>, String) {
     let html = dir.join(format!("{name}.html"));
@@ -245,19 +228,14 @@ fn audit_of_a_batch_output() {
     let (earlier, lines) = inputs();
     write_jsonl(&d.join("earlier.jsonl"), &earlier);
     write_jsonl(&d.join("in.jsonl"), &lines);
-    batch(
+    common::run_batch(
         &d.join("earlier.jsonl"),
         &d.join("earlier.out.jsonl"),
         &index,
     );
     let decided = d.join("decided.jsonl");
-    batch(&d.join("in.jsonl"), &decided, &index);
     // The decisions the test is built on.
-    let outputs: Vec<Value> = std::fs::read_to_string(&decided)
-        .expect("read output")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("output line"))
-        .collect();
+    let outputs = common::run_batch(&d.join("in.jsonl"), &decided, &index);
     let decision = |id: &str| {
         outputs
             .iter()

@@ -14,7 +14,7 @@
 //! nothing is committed.
 
 use crate::audit::{AuditOptions, Collector, Location, Plan, Progress};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
@@ -89,29 +89,6 @@ pub(crate) fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsum
         .context("cannot create the Kafka consumer (check -X properties)")
 }
 
-/// The partitions of `topic`, or an error naming the topic.
-pub(crate) fn partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
-    let md = consumer
-        .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
-        .with_context(|| {
-            format!("cannot read the metadata of topic {topic:?} (is the broker reachable?)")
-        })?;
-    let t = md
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic)
-        .ok_or_else(|| anyhow!("topic {topic:?} does not exist"))?;
-    if let Some(e) = t.error() {
-        bail!("topic {topic:?} cannot be read: {e:?} (does it exist?)");
-    }
-    let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
-    if ps.is_empty() {
-        bail!("topic {topic:?} does not exist or has no partitions");
-    }
-    ps.sort_unstable();
-    Ok(ps)
-}
-
 /// Per partition, the first offset with a timestamp at or after `ms` (None: no such record).
 fn offsets_for(
     consumer: &BaseConsumer,
@@ -153,7 +130,7 @@ pub(crate) fn spans(
     from: Option<i64>,
     to: Option<i64>,
 ) -> Result<Vec<Span>> {
-    let parts = partitions(consumer, topic)?;
+    let parts = super::topic_partitions(consumer, topic)?;
     let mut marks = BTreeMap::new();
     for &p in &parts {
         let (low, high) = consumer

@@ -56,8 +56,10 @@ pub fn count_partitions<C: ConsumerContext>(
     topic: &str,
     health: &Health,
 ) {
-    if let Some(n) = partition_count(consumer, topic) {
-        health.partitions_total.store(n, Ordering::Relaxed);
+    if let Ok(partitions) = super::topic_partitions(consumer, topic) {
+        health
+            .partitions_total
+            .store(partitions.len(), Ordering::Relaxed);
     }
 }
 
@@ -157,11 +159,4 @@ impl ExclusiveWatch {
         drop(self.stop);
         let _ = self.handle.join();
     }
-}
-
-/// Partitions of `topic` per the broker's metadata (None when it cannot be read now).
-fn partition_count<C: ConsumerContext>(consumer: &impl Consumer<C>, topic: &str) -> Option<usize> {
-    let md = consumer.fetch_metadata(Some(topic), REQUEST_TIMEOUT).ok()?;
-    let t = md.topics().iter().find(|t| t.name() == topic)?;
-    (!t.partitions().is_empty()).then(|| t.partitions().len())
 }

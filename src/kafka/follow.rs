@@ -12,7 +12,7 @@
 //! before the last batch, and the quiet period lets those records arrive.
 
 use crate::restore::SourceRecord;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
@@ -75,7 +75,7 @@ impl Follower {
         let mut remaining = 0;
         for topic in topics {
             let name: Arc<str> = Arc::from(topic.as_str());
-            for p in topic_partitions(&consumer, topic)? {
+            for p in super::topic_partitions(&consumer, topic)? {
                 let (low, high) = consumer
                     .fetch_watermarks(topic, p, REQUEST_TIMEOUT)
                     .with_context(|| format!("cannot read the offsets of {topic} [{p}]"))?;
@@ -174,27 +174,4 @@ impl Follower {
     pub fn last_error(&self) -> &str {
         &self.last_error
     }
-}
-
-/// The partitions of `topic`, or an error naming the topic.
-fn topic_partitions(consumer: &BaseConsumer, topic: &str) -> Result<Vec<i32>> {
-    let md = consumer
-        .fetch_metadata(Some(topic), REQUEST_TIMEOUT)
-        .with_context(|| {
-            format!("cannot read the metadata of topic {topic:?} (is the broker reachable?)")
-        })?;
-    let t = md
-        .topics()
-        .iter()
-        .find(|t| t.name() == topic)
-        .ok_or_else(|| anyhow!("topic {topic:?} does not exist"))?;
-    if let Some(e) = t.error() {
-        bail!("topic {topic:?} cannot be read: {e:?} (does it exist?)");
-    }
-    let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
-    if ps.is_empty() {
-        bail!("topic {topic:?} does not exist or has no partitions");
-    }
-    ps.sort_unstable();
-    Ok(ps)
 }

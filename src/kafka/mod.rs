@@ -286,3 +286,31 @@ impl ClientContext for ServiceClientContext {
         self.report(&error, reason);
     }
 }
+
+/// The partitions of `topic` (sorted), or an error naming the topic: shared by every reader of
+/// a topic's partitions (audit, replay, the output-topic follower, the one-instance watch).
+pub(crate) fn topic_partitions<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &impl rdkafka::consumer::Consumer<C>,
+    topic: &str,
+) -> anyhow::Result<Vec<i32>> {
+    use anyhow::Context;
+    let md = consumer
+        .fetch_metadata(Some(topic), std::time::Duration::from_secs(30))
+        .with_context(|| {
+            format!("cannot read the metadata of topic {topic:?} (is the broker reachable?)")
+        })?;
+    let t = md
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic)
+        .ok_or_else(|| anyhow::anyhow!("topic {topic:?} does not exist"))?;
+    if let Some(e) = t.error() {
+        anyhow::bail!("topic {topic:?} cannot be read: {e:?} (does it exist?)");
+    }
+    let mut ps: Vec<i32> = t.partitions().iter().map(|p| p.id()).collect();
+    if ps.is_empty() {
+        anyhow::bail!("topic {topic:?} does not exist or has no partitions");
+    }
+    ps.sort_unstable();
+    Ok(ps)
+}

@@ -27,7 +27,7 @@ pub fn plan(
     let reader = audit_source::create(properties)?;
     let mut spans = audit_source::spans(&reader, topic, range.from_ms, range.to_ms)?;
     if !range.from_offsets.is_empty() {
-        let partitions = audit_source::partitions(&reader, topic)?;
+        let partitions = super::topic_partitions(&reader, topic)?;
         for p in range.from_offsets.keys() {
             if !partitions.contains(p) {
                 bail!("--from-offset: topic {topic:?} has no partition {p} (its partitions: {partitions:?})");
