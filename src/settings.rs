@@ -433,6 +433,17 @@ impl Settings {
             .unwrap_or(1_000_000)
     }
 
+    /// The consumer's `session.timeout.ms` (librdkafka's default, 45 s, when not set or not a
+    /// number): how long the group keeps a member that has gone silent.
+    pub fn session_timeout(&self) -> Duration {
+        let ms = self
+            .consumer_properties
+            .get("session.timeout.ms")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(45_000);
+        Duration::from_millis(ms)
+    }
+
     pub fn max_retry(&self) -> Duration {
         Duration::from_millis(self.service.max_retry_ms)
     }
@@ -590,6 +601,9 @@ fn check_user_properties(
             "acks" | "request.required.acks" => (value != "all" && value != "-1").then_some(
                 "an output acknowledged by fewer than all in-sync replicas can be lost after its input offset is committed; use all (or -1)",
             ),
+            "enable.idempotence" => (value != "true").then_some(
+                "the producer retries failed sends; without idempotence a retry can write an output twice or out of order within its partition, and the standby and `index rebuild` read the output topics back in order",
+            ),
             "transactional.id" => Some(
                 "the service does not use Kafka transactions: its guarantee comes from committing only indexed and acknowledged records",
             ),
@@ -645,6 +659,9 @@ fn client_properties(
     let mut producer = owned(&[
         ("client.id", "newsdedup"),
         ("acks", "all"),
+        // No duplicate or reordered outputs from retried sends (a fatal idempotence error
+        // stops the service: see kafka::producer).
+        ("enable.idempotence", "true"),
         ("linger.ms", "5"),
         ("message.timeout.ms", "60000"),
         // Kafka's default max.message.bytes (1 MiB + 12): outputs are the input + ~0.3 KB.
@@ -949,6 +966,12 @@ mod tests {
         assert!(with("acks=all").is_ok());
         assert!(with("acks=-1").is_ok());
         assert!(with("transactional.id=t").is_err());
+        let no_idempotence = with("enable.idempotence=false").unwrap_err();
+        assert!(
+            no_idempotence.to_string().contains("out of order"),
+            "{no_idempotence}"
+        );
+        assert!(with("enable.idempotence=true").is_ok());
         let short_poll = with("max.poll.interval.ms=10000").unwrap_err();
         assert!(
             short_poll.to_string().contains("rebalance-timeout-ms"),

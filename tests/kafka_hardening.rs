@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::kafka::{committed, produce, start_service, Broker, Input, Reader, Service};
+use common::kafka::{
+    committed, produce, produce_with_headers, start_service, Broker, Input, Reader, Service,
+};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::path::Path;
@@ -205,6 +207,21 @@ fn hostile_records_each_get_one_output_and_the_service_stays_up() {
     }
     inputs.extend(articles("t", 20));
     let (service, mut reader, _) = decide_all(&broker, dir.path(), &inputs);
+    // 200 KB of headers on a valid article (they pass through to its output).
+    let names: Vec<String> = (0..200).map(|i| format!("x-pad-{i}")).collect();
+    let headers: Vec<(&str, Vec<u8>)> = names
+        .iter()
+        .map(|n| (n.as_str(), vec![b'h'; 1000]))
+        .collect();
+    let padded = produce_with_headers(
+        &broker.bootstrap,
+        "articles.raw",
+        &articles("hdr", 1),
+        &headers,
+        Some(0),
+    );
+    let want: HashSet<(i32, i64)> = padded.into_iter().collect();
+    reader.wait_covered(&want, Duration::from_secs(60), &|| service.log());
     reader.poll_for(Duration::from_secs(1));
 
     let mut seen = HashSet::new();
@@ -363,5 +380,81 @@ fn revisions_through_kafka() {
         dedup_of(coords[4]),
         revised,
         "the same content again replays the revision"
+    );
+}
+
+/// The peak resident set (VmHWM) of a running process, in MiB.
+fn peak_rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM");
+    kb / 1024.0
+}
+
+/// 430 MiB of ~900 KB records (valid articles and invalid JSON) with `--max-in-flight-bytes
+/// 32 MiB`: every record gets one output and the service's peak RSS stays bounded by the byte
+/// limit, not by what the topic holds (without the limit it reads far ahead: the record limit
+/// alone is 5,000 records, 4.5 GB of these).
+#[test]
+fn rss_stays_bounded_with_900_kb_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    topics(&broker, true);
+    let b = broker.bootstrap.as_str();
+
+    let paragraph = "本报讯 记者从市交通运输局获悉，今年以来全市新增公交线路十二条，优化调整线路三十五条，公交出行分担率稳步提升。";
+    let inputs: Vec<Input> = (0..500)
+        .map(|i| {
+            let id = format!("big-{i}");
+            if i % 3 == 0 {
+                // A valid article: its own number in every paragraph, so texts differ.
+                let content: String = (0..5_000)
+                    .map(|j| format!("{paragraph}（{i}-{j}）"))
+                    .collect();
+                let value = json!({"id": id, "title": format!("长文{i}"), "content": content});
+                Input {
+                    key: Some(id.clone()),
+                    value: serde_json::to_vec(&value).expect("json"),
+                    bad: None,
+                    id: Some(id),
+                }
+            } else {
+                let mut value = format!("{{\"id\":\"{id}\",\"content\":\"").into_bytes();
+                value.resize(900_000, b'x');
+                Input {
+                    key: Some(id),
+                    value,
+                    bad: Some("bad_json"),
+                    id: None,
+                }
+            }
+        })
+        .collect();
+    let total: usize = inputs.iter().map(|i| i.value.len()).sum();
+    let coords = produce(b, "articles.raw", &inputs, Some(0));
+    let service = start_service(
+        b,
+        &dir.path().join("index"),
+        &dir.path().join("service.log"),
+        &["--max-in-flight-bytes", &(32 << 20).to_string()],
+    );
+    let mut reader = Reader::new(b, &OUTPUTS);
+    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
+    reader.wait_covered(&want, Duration::from_secs(240), &|| service.log());
+    let peak = peak_rss_mib(service.child.id());
+    eprintln!(
+        "peak RSS {peak:.0} MiB for {} records, {:.0} MiB in all",
+        inputs.len(),
+        total as f64 / f64::from(1 << 20)
+    );
+    assert_eq!(reader.got.len(), inputs.len(), "one output per record");
+    // Measured: ~170 MiB with the byte limit, ~340 MiB without it already at 280 MiB of records.
+    assert!(
+        peak < 280.0,
+        "peak RSS {peak:.0} MiB with 32 MiB in flight; log:\n{}",
+        service.log()
     );
 }

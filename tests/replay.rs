@@ -10,21 +10,12 @@ mod common;
 use common::kafka::{
     committed, ends, produce, produce_paced, start_service, Broker, Input, Output, Reader,
 };
+use common::stream::valid;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-fn valid(a: &serde_json::Map<String, Value>) -> Input {
-    let id = common::str_field(a, "id").to_owned();
-    Input {
-        key: Some(id.clone()),
-        value: serde_json::to_vec(&Value::Object(a.clone())).expect("json"),
-        bad: None,
-        id: Some(id),
-    }
-}
 
 /// `n` corpus articles from `skip` with an exact-text repost (new id) after every 10th one and
 /// one malformed record, ids tagged with `tag`.

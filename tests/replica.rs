@@ -7,9 +7,9 @@
 mod common;
 
 use common::kafka::{produce, start_command, start_service, Broker, Input, Reader};
+use common::stream::write_jsonl;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
-use std::io::Write;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -69,14 +69,6 @@ fn stream(n: usize) -> (Vec<Input>, Vec<Input>) {
         }
     }
     (a, b)
-}
-
-fn write_jsonl(path: &Path, inputs: &[Input]) {
-    let mut f = std::fs::File::create(path).expect("jsonl");
-    for i in inputs {
-        f.write_all(&i.value).expect("write");
-        f.write_all(b"\n").expect("write");
-    }
 }
 
 /// (decision, matched id) per article id, from output records; every output of an id carries

@@ -274,6 +274,11 @@ pub fn commit_done(
     if candidates.is_empty() {
         return Ok(0);
     }
+    // Once the group has moved our partitions on, an offset of ours could be older than the new
+    // owner's: never commit it (librdkafka says so until the next assignment).
+    if consumer.assignment_lost() {
+        return Ok(0);
+    }
     // Every candidate's record was acknowledged, so its index write happened before now.
     shared
         .engine
@@ -320,17 +325,40 @@ struct Committer {
 }
 
 impl Committer {
-    fn spawn(consumer: Arc<InputConsumer>, shared: Arc<Shared>, interval: Duration) -> Committer {
+    /// `session_timeout`: after a stall (the process frozen, swapped out or starved) of more
+    /// than half of it, the group may have given our partitions to another member before
+    /// librdkafka could tell us; commits wait one session timeout, long enough for librdkafka
+    /// to report the lost assignment (the revoke callback then abandons those partitions).
+    fn spawn(
+        consumer: Arc<InputConsumer>,
+        shared: Arc<Shared>,
+        interval: Duration,
+        session_timeout: Duration,
+    ) -> Committer {
         let (wake, rx) = crossbeam_channel::bounded::<()>(1);
         let guard = shared.engine.fail_on_panic("committer");
         let handle = std::thread::Builder::new()
             .name("committer".into())
             .spawn(move || {
                 let _guard = guard;
-                while !matches!(
-                    rx.recv_timeout(interval),
-                    Err(crossbeam_channel::RecvTimeoutError::Disconnected)
-                ) {
+                let mut hold_until: Option<Instant> = None;
+                loop {
+                    let asleep = Instant::now();
+                    if let Err(crossbeam_channel::RecvTimeoutError::Disconnected) =
+                        rx.recv_timeout(interval)
+                    {
+                        break;
+                    }
+                    let late = asleep.elapsed().saturating_sub(interval);
+                    if late > session_timeout / 2 {
+                        tracing::warn!(
+                            "the process stalled for {late:?}: the group may have moved its partitions meanwhile; commits wait {session_timeout:?} (session.timeout.ms) for librdkafka to report a lost assignment"
+                        );
+                        hold_until = Some(Instant::now() + session_timeout);
+                    }
+                    if hold_until.is_some_and(|h| Instant::now() < h) {
+                        continue;
+                    }
                     // Failures are retried at the next interval. An index failure is recorded
                     // by the engine; the consumer loop sees it and stops.
                     if let Err(e) = commit_done(&consumer, &shared, None, None) {
@@ -535,7 +563,12 @@ fn consume(
 ) -> LoopExit {
     let ctx = consumer.context();
     let shared = ctx.shared.clone();
-    let committer = Committer::spawn(consumer.clone(), shared.clone(), settings.commit_interval());
+    let committer = Committer::spawn(
+        consumer.clone(),
+        shared.clone(),
+        settings.commit_interval(),
+        settings.session_timeout(),
+    );
     let topic: Arc<str> = Arc::from(settings.service.input_topic.as_str());
     let consumed = metrics::counter!(m::ARTICLES_CONSUMED);
     let max_in_flight = settings.service.max_in_flight;
@@ -588,7 +621,13 @@ fn consume(
                     shared.health.polled();
                     continue;
                 }
-                let bytes = msg.payload_len() + msg.key_len();
+                let bytes = msg.payload_len()
+                    + msg.key_len()
+                    + msg.headers().map_or(0, |h| {
+                        h.iter()
+                            .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
+                            .sum()
+                    });
                 let epoch =
                     shared
                         .tracker

@@ -277,7 +277,18 @@ pub fn produce_paced(
     partition: Option<i32>,
     per_sec: Option<u32>,
 ) -> Vec<(i32, i64)> {
-    produce_records(brokers, topic, inputs, partition, per_sec, None)
+    produce_records(brokers, topic, inputs, partition, per_sec, None, &[])
+}
+
+/// Like `produce`, each record with these headers too.
+pub fn produce_with_headers(
+    brokers: &str,
+    topic: &str,
+    inputs: &[Input],
+    headers: &[(&str, Vec<u8>)],
+    partition: Option<i32>,
+) -> Vec<(i32, i64)> {
+    produce_records(brokers, topic, inputs, partition, None, None, headers)
 }
 
 /// Like `produce`, with the record timestamp (CreateTime, Unix ms) of each input given.
@@ -289,7 +300,15 @@ pub fn produce_at(
     partition: Option<i32>,
 ) -> Vec<(i32, i64)> {
     assert_eq!(inputs.len(), timestamps_ms.len());
-    produce_records(brokers, topic, inputs, partition, None, Some(timestamps_ms))
+    produce_records(
+        brokers,
+        topic,
+        inputs,
+        partition,
+        None,
+        Some(timestamps_ms),
+        &[],
+    )
 }
 
 fn produce_records(
@@ -299,11 +318,14 @@ fn produce_records(
     partition: Option<i32>,
     per_sec: Option<u32>,
     timestamps_ms: Option<&[i64]>,
+    extra_headers: &[(&str, Vec<u8>)],
 ) -> Vec<(i32, i64)> {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("linger.ms", "5")
         .set("message.max.bytes", "2000000")
+        // A send retried after a lost connection is not written twice.
+        .set("enable.idempotence", "true")
         .create()
         .expect("producer");
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -320,10 +342,16 @@ fn produce_records(
                     tokio::time::sleep(wait).await;
                 }
             }
-            let headers = OwnedHeaders::new().insert(Header {
+            let mut headers = OwnedHeaders::new().insert(Header {
                 key: "test.seq",
                 value: Some(&i.to_string()),
             });
+            for (key, value) in extra_headers {
+                headers = headers.insert(Header {
+                    key,
+                    value: Some(value.as_slice()),
+                });
+            }
             let mut r: FutureRecord<'_, str, [u8]> = FutureRecord::to(topic)
                 .payload(input.value.as_slice())
                 .headers(headers);

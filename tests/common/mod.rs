@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod proxy;
+pub mod stream;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};

@@ -1,0 +1,314 @@
+//! `newsdedup run` while things go wrong under it, records still arriving: the broker cut off
+//! several times (a TCP proxy in front of Tansu closes every connection and refuses new ones for
+//! seconds), the service killed with SIGKILL several times, and a member frozen past its session
+//! (its assignment lost to another member while it had done but uncommitted work).
+//!
+//! What each test checks is the pipeline's promise: every input record (by its source
+//! coordinates) has an output, repeated outputs of a record agree, and the committed offsets reach
+//! the end of every partition without ever going backwards.
+
+mod common;
+
+use common::kafka::{
+    committed, ends, produce, produce_paced, start_service, Broker, Input, Output, Reader, Service,
+};
+use common::proxy::CutProxy;
+use common::stream::{check_outputs, corpus_inputs, interleave, malformed};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+const OUTPUTS: [(&str, i32); 3] = [
+    ("articles.unique", 1),
+    ("articles.duplicate", 1),
+    ("articles.dlq", 1),
+];
+const TOPICS: [&str; 4] = [
+    "articles.raw:2",
+    "articles.unique:1",
+    "articles.duplicate:1",
+    "articles.dlq:1",
+];
+/// `malformed` includes an oversized article that needs this limit.
+const ARGS: [&str; 4] = [
+    "--max-article-bytes",
+    "200000",
+    "--commit-interval-ms",
+    "200",
+];
+
+fn stream(n: usize, tag: &str) -> Vec<Input> {
+    let (articles, _) = corpus_inputs(0, n, tag);
+    let mut inputs = interleave(articles, malformed(tag));
+    // Exact replays of earlier records: the same decision again.
+    let replays: Vec<Input> = inputs.iter().step_by(53).cloned().collect();
+    inputs.extend(replays);
+    inputs
+}
+
+/// Waits until every produced record has an output and the group's committed offsets equal the
+/// ends of the input partitions; then checks every output against its input (repeated outputs
+/// of a record included).
+fn check_complete(
+    bootstrap: &str,
+    reader: &mut Reader,
+    inputs: &[Input],
+    coords: &[(i32, i64)],
+    service: &Service,
+) {
+    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
+    reader.wait_covered(&want, Duration::from_secs(240), &|| service.log());
+    let ends = ends(coords);
+    let start = Instant::now();
+    loop {
+        let c = committed(bootstrap, "newsdedup", "articles.raw", 2);
+        if c == ends {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "committed {c:?}, ends {ends:?}; log:\n{}",
+            service.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    reader.poll_for(Duration::from_millis(500));
+    let by_coord: HashMap<(i32, i64), Input> =
+        coords.iter().copied().zip(inputs.iter().cloned()).collect();
+    let decisions = check_outputs(&by_coord, &reader.got);
+    let valid_ids: HashSet<&str> = inputs.iter().filter_map(|i| i.id.as_deref()).collect();
+    assert_eq!(decisions.len(), valid_ids.len(), "every valid id decided");
+}
+
+fn repeated(outputs: &[Output]) -> usize {
+    let mut per_coord: HashMap<(i32, i64), usize> = HashMap::new();
+    for o in outputs {
+        *per_coord.entry(o.source()).or_default() += 1;
+    }
+    per_coord.values().filter(|&&n| n > 1).count()
+}
+
+/// The broker unreachable three times for 4 s while records arrive (producer, service and reader
+/// all go through the cut proxy): the service retries, stays alive, says so on /ready, and in the
+/// end every record has an output and the offsets reach the end.
+#[test]
+fn broker_outages_mid_stream_lose_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let proxy = CutProxy::start();
+    let broker = Broker::start_with(dir.path(), &["--advertised", &proxy.addr]);
+    proxy.forward_to(&broker.bootstrap);
+    broker.create_topics(&TOPICS);
+
+    let inputs = stream(1200, "o");
+    let producing = {
+        let (addr, inputs) = (proxy.addr.clone(), inputs.clone());
+        std::thread::spawn(move || produce_paced(&addr, "articles.raw", &inputs, None, Some(50)))
+    };
+    let mut service = start_service(
+        &proxy.addr,
+        &dir.path().join("index"),
+        &dir.path().join("service.log"),
+        &ARGS,
+    );
+    let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
+    let start = Instant::now();
+    while reader.got.len() < 100 {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no outputs; log:\n{}",
+            service.log()
+        );
+        reader.poll_for(Duration::from_millis(100));
+    }
+
+    let mut not_ready_seen = false;
+    for outage in 0..3 {
+        let before = reader.got.len();
+        proxy.cut();
+        let cut_at = Instant::now();
+        while cut_at.elapsed() < Duration::from_secs(4) {
+            if let Some((503, _)) = service.http("/ready") {
+                not_ready_seen = true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        proxy.restore();
+        assert!(
+            service.wait(Duration::ZERO).is_none(),
+            "the service exited during outage {outage}; log:\n{}",
+            service.log()
+        );
+        // Let it recover and make progress before the next outage.
+        let restored = Instant::now();
+        while reader.got.len() < before + 50 && !producing.is_finished() {
+            assert!(
+                restored.elapsed() < Duration::from_secs(60),
+                "no progress after outage {outage}; log:\n{}",
+                service.log()
+            );
+            reader.poll_for(Duration::from_millis(100));
+        }
+        eprintln!(
+            "outage {outage}: {} outputs before, {} after recovery",
+            before,
+            reader.got.len()
+        );
+    }
+    let coords = producing.join().expect("producer thread");
+    check_complete(&proxy.addr, &mut reader, &inputs, &coords, &service);
+    assert!(
+        not_ready_seen,
+        "/ready never said 503 while the broker was cut off"
+    );
+    let (status, body) = service.http("/health").expect("/health");
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = service.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{}", service.log());
+    eprintln!(
+        "{} outputs for {} inputs, {} repeated",
+        reader.got.len(),
+        coords.len(),
+        repeated(&reader.got)
+    );
+}
+
+/// SIGKILL three times while records arrive, each time once the service has made some
+/// progress, then a last run: nothing lost, repeated outputs agree, offsets reach the end.
+#[test]
+fn repeated_kill_9_while_records_arrive_loses_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.create_topics(&TOPICS);
+    let b = broker.bootstrap.clone();
+
+    let inputs = stream(1500, "k");
+    let producing = {
+        let (b, inputs) = (b.clone(), inputs.clone());
+        std::thread::spawn(move || produce_paced(&b, "articles.raw", &inputs, None, Some(60)))
+    };
+    let index = dir.path().join("index");
+    let log = dir.path().join("service.log");
+    let mut reader = Reader::new(&b, &OUTPUTS);
+    for kill in 0..3 {
+        let mut service = start_service(&b, &index, &log, &ARGS);
+        let before = reader.got.len();
+        let start = Instant::now();
+        // A different moment each time: after 50, 150, 250 more outputs.
+        while reader.got.len() < before + 50 + 100 * kill {
+            assert!(
+                start.elapsed() < Duration::from_secs(90),
+                "no progress after restart {kill}; log:\n{}",
+                service.log()
+            );
+            reader.poll_for(Duration::from_millis(20));
+        }
+        service.kill9();
+        eprintln!("kill -9 #{kill} after {} outputs", reader.got.len());
+    }
+    let service = start_service(&b, &index, &log, &ARGS);
+    let coords = producing.join().expect("producer thread");
+    check_complete(&b, &mut reader, &inputs, &coords, &service);
+    let n = repeated(&reader.got);
+    eprintln!(
+        "{} outputs for {} inputs, {n} repeated",
+        reader.got.len(),
+        coords.len()
+    );
+}
+
+/// A member frozen (SIGSTOP) past its session with records done but not committed loses its
+/// partitions to a second member, which processes and commits them to the end. When the first
+/// wakes up it must not commit its stale offsets over the second's: sampled every 50 ms, the
+/// committed offsets never go backwards.
+#[test]
+fn a_lost_assignment_never_moves_commits_backwards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.create_topics(&TOPICS);
+    let b = broker.bootstrap.clone();
+    let (articles, _) = corpus_inputs(0, 900, "l");
+    let (early, late) = articles.split_at(600);
+    let coords = produce(&b, "articles.raw", early, None);
+    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
+
+    // Both members decide while they hold any partition (`--exclusive-grace-ms 0`), each on its
+    // own index. The first commits only every 3 s, so it is frozen with work done but not
+    // committed.
+    let args = |commit_ms: &'static str| {
+        vec![
+            "--exclusive-grace-ms",
+            "0",
+            "--commit-interval-ms",
+            commit_ms,
+            "--commit-every",
+            "1000000",
+        ]
+    };
+    let mut reader = Reader::new(&b, &OUTPUTS);
+    let mut first = start_service(
+        &b,
+        &dir.path().join("index-a"),
+        &dir.path().join("a.log"),
+        &args("3000"),
+    );
+    reader.wait_covered(&want, Duration::from_secs(90), &|| first.log());
+    first.signal("-STOP");
+    let at_freeze = committed(&b, "newsdedup", "articles.raw", 2);
+    let done = ends(&coords);
+    eprintln!("first member frozen with committed {at_freeze:?}, done {done:?}");
+    assert_ne!(
+        at_freeze, done,
+        "the first member committed before it was frozen: nothing stale to commit later"
+    );
+
+    // More records; the second member takes every partition and commits past the first's work.
+    let mut coords = coords;
+    coords.extend(produce(&b, "articles.raw", late, None));
+    let ends = ends(&coords);
+    let mut second = start_service(
+        &b,
+        &dir.path().join("index-b"),
+        &dir.path().join("b.log"),
+        &args("200"),
+    );
+    let start = Instant::now();
+    while committed(&b, "newsdedup", "articles.raw", 2) != ends {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the second member did not commit to the end; log:\n{}",
+            second.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The first wakes up: sample the committed offsets while it notices the lost assignment,
+    // rejoins and the group settles.
+    first.signal("-CONT");
+    let mut lowest: BTreeMap<i32, i64> = ends.clone();
+    let woke = Instant::now();
+    while woke.elapsed() < Duration::from_secs(15) {
+        for (p, o) in committed(&b, "newsdedup", "articles.raw", 2) {
+            let l = lowest.entry(p).or_insert(o);
+            *l = (*l).min(o);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let a_log = first.log();
+    for l in a_log
+        .lines()
+        .filter(|l| l.contains("lost") || l.contains("commit"))
+    {
+        eprintln!("first member: {l}");
+    }
+    assert_eq!(
+        lowest, ends,
+        "committed offsets went backwards after the frozen member woke up; its log:\n{a_log}"
+    );
+    assert!(
+        a_log.contains("was lost"),
+        "the first member never noticed its lost assignment; log:\n{a_log}"
+    );
+    for s in [&mut first, &mut second] {
+        let (status, _) = s.terminate(Duration::from_secs(40));
+        assert!(status.success(), "exit {status:?}; log:\n{}", s.log());
+    }
+}
