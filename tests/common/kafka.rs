@@ -390,6 +390,9 @@ fn produce_records(
 #[derive(Clone, Debug)]
 pub struct Output {
     pub topic: String,
+    /// Where the record itself is (its source is in its headers).
+    pub partition: i32,
+    pub offset: i64,
     pub key: Option<String>,
     pub value: Vec<u8>,
     pub headers: HashMap<String, String>,
@@ -445,6 +448,8 @@ impl Reader {
             match self.consumer.poll(Duration::from_millis(50)) {
                 Some(Ok(m)) => self.got.push(Output {
                     topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
                     key: m.key().map(|k| String::from_utf8_lossy(k).into_owned()),
                     value: m.payload().unwrap_or_default().to_vec(),
                     headers: headers_of(&m),
@@ -465,19 +470,44 @@ impl Reader {
         let start = Instant::now();
         loop {
             let covered: HashSet<(i32, i64)> = self.got.iter().map(Output::source).collect();
-            let missing = want.difference(&covered).count();
-            if missing == 0 {
+            let mut missing: Vec<&(i32, i64)> = want.difference(&covered).collect();
+            if missing.is_empty() {
                 return;
             }
+            missing.sort_unstable();
             assert!(
                 start.elapsed() < limit,
-                "{missing} of {} inputs have no output after {limit:?}; service log:\n{}",
+                "{} of {} inputs have no output after {limit:?}, e.g. {:?}; service log:\n{}",
+                missing.len(),
                 want.len(),
+                &missing[..missing.len().min(5)],
                 log()
             );
             self.poll_for(Duration::from_millis(200));
         }
     }
+}
+
+/// The coordinates of `n` records produced by `produce*` (in produce order), read back from
+/// `topic` by their `test.seq` header: a delivery report can lack the offset (an idempotent
+/// send retried after a lost connection, already written by the first try, reports -1).
+pub fn coords_by_seq(brokers: &str, topic: &str, partitions: i32, n: usize) -> Vec<(i32, i64)> {
+    let mut reader = Reader::new(brokers, &[(topic, partitions)]);
+    let start = Instant::now();
+    while reader.got.len() < n {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "read back {} of {n} records of {topic}",
+            reader.got.len()
+        );
+        reader.poll_for(Duration::from_millis(100));
+    }
+    let mut coords = vec![(-1, -1); n];
+    for r in &reader.got {
+        let seq: usize = r.headers["test.seq"].parse().expect("test.seq header");
+        coords[seq] = (r.partition, r.offset);
+    }
+    coords
 }
 
 /// A consumed record's headers, values read as (lossy) UTF-8.
