@@ -7,7 +7,7 @@
 mod common;
 
 use common::kafka::{produce, start_command, start_service, Broker, Input, Reader};
-use common::stream::write_jsonl;
+use common::stream::{valid as input, write_jsonl};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -21,16 +21,6 @@ const TOPICS: [&str; 4] = [
     "articles.dlq:1",
 ];
 const OUTPUTS: [(&str, i32); 2] = [("articles.unique", 1), ("articles.duplicate", 1)];
-
-fn input(a: &serde_json::Map<String, Value>) -> Input {
-    let id = common::str_field(a, "id").to_owned();
-    Input {
-        key: Some(id.clone()),
-        value: serde_json::to_vec(&Value::Object(a.clone())).expect("json"),
-        bad: None,
-        id: Some(id),
-    }
-}
 
 /// A stream in two halves: articles with reposts, then more articles with reposts of articles
 /// of the first half (so the second half is decided against what the first half indexed), exact
