@@ -222,7 +222,7 @@ fn repeated_kill_9_while_records_arrive_loses_nothing() {
     );
 }
 
-/// A member frozen (SIGSTOP) past its session with records done but not committed loses its
+/// A member frozen (SIGSTOP) mid-stream past its session, with records done but not committed, loses its
 /// partitions to a second member, which processes and commits them to the end. When the first
 /// wakes up it must not commit its stale offsets over the second's: sampled every 50 ms, the
 /// committed offsets never go backwards.
@@ -235,7 +235,6 @@ fn a_lost_assignment_never_moves_commits_backwards() {
     let (articles, _) = corpus_inputs(0, 900, "l");
     let (early, late) = articles.split_at(600);
     let coords = produce(&b, "articles.raw", early, None);
-    let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
 
     // Both members decide while they hold any partition (`--exclusive-grace-ms 0`), each on its
     // own index. The first commits only every 3 s, so it is frozen with work done but not
@@ -257,14 +256,23 @@ fn a_lost_assignment_never_moves_commits_backwards() {
         &dir.path().join("a.log"),
         &args("3000"),
     );
-    reader.wait_covered(&want, Duration::from_secs(90), &|| first.log());
+    // Frozen mid-stream: whatever it has done since its last commit (every 3 s) is stale once
+    // the second member has moved past it.
+    let start = Instant::now();
+    while reader.got.len() < 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no outputs; log:\n{}",
+            first.log()
+        );
+        reader.poll_for(Duration::from_millis(20));
+    }
     first.signal("-STOP");
+    reader.poll_for(Duration::from_millis(300));
     let at_freeze = committed(&b, "newsdedup", "articles.raw", 2);
-    let done = ends(&coords);
-    eprintln!("first member frozen with committed {at_freeze:?}, done {done:?}");
-    assert_ne!(
-        at_freeze, done,
-        "the first member committed before it was frozen: nothing stale to commit later"
+    eprintln!(
+        "first member frozen with committed {at_freeze:?} and {} outputs",
+        reader.got.len()
     );
 
     // More records; the second member takes every partition and commits past the first's work.
