@@ -111,15 +111,7 @@ fn broker_outages_mid_stream_lose_nothing() {
         &ARGS,
     );
     let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
-    let start = Instant::now();
-    while reader.got.len() < 100 {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "no outputs; log:\n{}",
-            service.log()
-        );
-        reader.poll_for(Duration::from_millis(100));
-    }
+    reader.wait_outputs(100, Duration::from_secs(90), &|| service.log());
 
     let mut not_ready_seen = false;
     for outage in 0..3 {
@@ -198,16 +190,10 @@ fn repeated_kill_9_while_records_arrive_loses_nothing() {
     for kill in 0..3 {
         let mut service = start_service(&b, &index, &log, &ARGS);
         let before = reader.got.len();
-        let start = Instant::now();
         // A different moment each time: after 50, 150, 250 more outputs.
-        while reader.got.len() < before + 50 + 100 * kill {
-            assert!(
-                start.elapsed() < Duration::from_secs(90),
-                "no progress after restart {kill}; log:\n{}",
-                service.log()
-            );
-            reader.poll_for(Duration::from_millis(20));
-        }
+        reader.wait_outputs(before + 50 + 100 * kill, Duration::from_secs(90), &|| {
+            service.log()
+        });
         service.kill9();
         eprintln!("kill -9 #{kill} after {} outputs", reader.got.len());
     }
@@ -258,15 +244,7 @@ fn a_lost_assignment_never_moves_commits_backwards() {
     );
     // Frozen mid-stream: whatever it has done since its last commit (every 3 s) is stale once
     // the second member has moved past it.
-    let start = Instant::now();
-    while reader.got.len() < 200 {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "no outputs; log:\n{}",
-            first.log()
-        );
-        reader.poll_for(Duration::from_millis(20));
-    }
+    reader.wait_outputs(200, Duration::from_secs(90), &|| first.log());
     first.signal("-STOP");
     reader.poll_for(Duration::from_millis(300));
     let at_freeze = committed(&b, "newsdedup", "articles.raw", 2);

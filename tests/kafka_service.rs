@@ -74,15 +74,7 @@ fn kafka_run_survives_kill_9_and_decides_every_input_once() {
     ]
     .concat();
     let mut first = start_service(b, &index, &log, &first_args);
-    let start = Instant::now();
-    while reader.got.len() < 300 {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "no outputs; log:\n{}",
-            first.log()
-        );
-        reader.poll_for(Duration::from_millis(20));
-    }
+    reader.wait_outputs(300, Duration::from_secs(90), &|| first.log());
     let mut attempts = 0;
     let uncommitted_at_crash: HashSet<(i32, i64)> = loop {
         first.signal("-STOP");
@@ -434,15 +426,7 @@ fn kafka_rebalance_commits_before_releasing_partitions() {
         &dir.path().join("a.log"),
         &args,
     );
-    let start = Instant::now();
-    while reader.got.len() < 200 {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "no outputs; log:\n{}",
-            first.log()
-        );
-        reader.poll_for(Duration::from_millis(50));
-    }
+    reader.wait_outputs(200, Duration::from_secs(60), &|| first.log());
     let mut second = start_service(
         &b,
         &dir.path().join("index-b"),

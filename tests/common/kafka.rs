@@ -460,6 +460,20 @@ impl Reader {
         }
     }
 
+    /// Polls until at least `n` outputs have been read, or panics after `limit`.
+    pub fn wait_outputs(&mut self, n: usize, limit: Duration, log: &dyn Fn() -> String) {
+        let start = Instant::now();
+        while self.got.len() < n {
+            assert!(
+                start.elapsed() < limit,
+                "{} of {n} outputs after {limit:?}; service log:\n{}",
+                self.got.len(),
+                log()
+            );
+            self.poll_for(Duration::from_millis(20));
+        }
+    }
+
     /// Polls until every coordinate in `want` is answered by some output, or panics.
     pub fn wait_covered(
         &mut self,
