@@ -10,8 +10,8 @@
 mod common;
 
 use common::kafka::{
-    committed, coords_by_seq, ends, produce, produce_paced, start_service, Broker, Input, Output,
-    Reader, Service,
+    committed, coords_by_seq, ends, produce, produce_paced, start_service, wait_committed, Broker,
+    Input, Output, Reader, Service,
 };
 use common::proxy::CutProxy;
 use common::stream::{check_outputs, corpus_inputs, interleave, malformed};
@@ -58,20 +58,9 @@ fn check_complete(
 ) {
     let want: HashSet<(i32, i64)> = coords.iter().copied().collect();
     reader.wait_covered(&want, Duration::from_secs(240), &|| service.log());
-    let ends = ends(coords);
-    let start = Instant::now();
-    loop {
-        let c = committed(bootstrap, "newsdedup", "articles.raw", 2);
-        if c == ends {
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "committed {c:?}, ends {ends:?}; log:\n{}",
-            service.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_committed(bootstrap, &ends(coords), Duration::from_secs(60), &|| {
+        service.log()
+    });
     reader.poll_for(Duration::from_millis(500));
     let by_coord: HashMap<(i32, i64), Input> =
         coords.iter().copied().zip(inputs.iter().cloned()).collect();
@@ -263,15 +252,8 @@ fn a_lost_assignment_never_moves_commits_backwards() {
         &dir.path().join("b.log"),
         &args("200"),
     );
-    let start = Instant::now();
-    while committed(&b, "newsdedup", "articles.raw", 2) != ends {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "the second member did not commit to the end; log:\n{}",
-            second.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // The second member commits to the end.
+    wait_committed(&b, &ends, Duration::from_secs(90), &|| second.log());
 
     // The first wakes up: sample the committed offsets while it notices the lost assignment,
     // rejoins and the group settles.

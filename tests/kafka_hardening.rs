@@ -9,10 +9,11 @@
 mod common;
 
 use common::kafka::{
-    committed, produce, produce_with_headers, start_service, Broker, Input, Reader, Service,
+    committed, produce, produce_with_headers, start_service, wait_committed, Broker, Input, Reader,
+    Service,
 };
 use serde_json::{json, Value};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -126,19 +127,8 @@ fn a_record_too_large_even_for_the_dlq_is_bounded_and_the_stream_goes_on() {
     assert_eq!(dead.value, b"{not json");
 
     // Offsets committed to the end, and the log did not fill with retries.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let c = committed(b, "newsdedup", "articles.raw", 1);
-        if c.get(&0) == Some(&(inputs.len() as i64)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "committed {c:?}; log:\n{}",
-            service.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let end = BTreeMap::from([(0, inputs.len() as i64)]);
+    wait_committed(b, &end, Duration::from_secs(20), &|| service.log());
     let lines = service.log().lines().count();
     assert!(lines < 200, "{lines} log lines:\n{}", service.log());
 }

@@ -560,6 +560,30 @@ pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BT
         .collect()
 }
 
+/// Waits until the service's group (`newsdedup`) has committed exactly `ends` on `articles.raw`
+/// (one entry per partition), or panics after `limit`.
+pub fn wait_committed(
+    brokers: &str,
+    ends: &BTreeMap<i32, i64>,
+    limit: Duration,
+    log: &dyn Fn() -> String,
+) {
+    let start = Instant::now();
+    let partitions = i32::try_from(ends.len()).expect("partition count");
+    loop {
+        let c = committed(brokers, "newsdedup", "articles.raw", partitions);
+        if &c == ends {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "committed {c:?}, not {ends:?}, after {limit:?}; service log:\n{}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// Highest offset + 1 per partition of the produced records.
 pub fn ends(coords: &[(i32, i64)]) -> BTreeMap<i32, i64> {
     let mut m = BTreeMap::new();
