@@ -126,7 +126,7 @@ fn main() {
 }
 
 /// 20,000 decisions of new articles, each preceded by its lookup alone (the "cold" read half:
-/// replay check, block scans, band seeks, on blocks not yet in the block cache).
+/// replay check, block scans, band buckets, on blocks not yet in the block cache).
 fn query_phase(
     deduper: &mut Deduper<RocksIndex>,
     rng: &mut SmallRng,
@@ -154,7 +154,7 @@ fn query_phase(
         };
         let id = format!("query:{first}:{i}");
         let sketch = random_sketch(rng);
-        // The read half alone: replay check, block scans, band seeks.
+        // The read half alone: replay check, block scans, band buckets.
         let t = Instant::now();
         assert!(deduper.store().get(&id).unwrap().is_none());
         let t_blocks = Instant::now();
@@ -204,7 +204,7 @@ fn query_phase(
         hist.max() as f64 / 1000.0,
     );
     println!(
-        "{n:>9} {label}: lookup parts (cold), p50 / p99: replay get {:.1} / {:.1} us; 4 block scans {:.1} / {:.1} us; 12 band seeks {:.1} / {:.1} us (block cache {} MiB)",
+        "{n:>9} {label}: lookup parts (cold), p50 / p99: replay get {:.1} / {:.1} us; 4 block scans {:.1} / {:.1} us; 12 band buckets {:.1} / {:.1} us (block cache {} MiB)",
         us(&get_hist, 0.5),
         us(&get_hist, 0.99),
         us(&blocks_hist, 0.5),

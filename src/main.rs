@@ -691,7 +691,7 @@ fn cmd_index_stats(
     let b = &stats.bands;
     let largest: Vec<String> = b.largest.iter().map(|(k, n)| format!("{k}:{n}")).collect();
     println!(
-        "{}: {} sketch band entries in {} buckets, mean {:.2}, max {}; {} shared by 2+ articles, {} crowded (> {} articles, ignored: {} entries); largest {}",
+        "{}: {} sketch band entries in {} buckets, mean {:.2}, max {}; {} shared by 2+ articles, {} crowded (> {} articles, > {} in a containment band; ignored: {} entries); largest {}",
         b.family,
         b.entries,
         b.buckets_used,
@@ -699,7 +699,8 @@ fn cmd_index_stats(
         b.max_bucket,
         b.shared_buckets,
         b.crowded_buckets,
-        newsdedup::index::rocks::MAX_BAND_BUCKET,
+        newsdedup::index::bucket::MAX_BAND_BUCKET,
+        newsdedup::index::bucket::MAX_CONTAINMENT_BUCKET,
         b.crowded_entries,
         largest.join(" ")
     );

@@ -4,7 +4,7 @@
 
 use newsdedup::config::IndexConfig;
 use newsdedup::fingerprint::FingerprintIdentity;
-use newsdedup::index::rocks::MAX_BAND_BUCKET;
+use newsdedup::index::bucket::MAX_BAND_BUCKET;
 use newsdedup::index::{ArticleStore, Candidate, RocksIndex, StoredArticle, StoredDecision};
 use newsdedup::simhash::Fingerprint;
 use newsdedup::sketch::{Sketch, BINS};

@@ -315,7 +315,8 @@ fn articles(n: usize) -> (Vec<Record>, (String, String)) {
     (out, (original_id, repost_id))
 }
 
-/// Produces over TLS; returns the highest offset + 1 per partition.
+/// Produces over TLS; returns the highest offset + 1 per partition. A repost goes to its
+/// original's partition: across partitions the service may decide it first.
 fn produce(clients: &Clients, records: &[Record]) -> BTreeMap<i32, i64> {
     let producer: FutureProducer = clients
         .config()
@@ -328,22 +329,28 @@ fn produce(clients: &Clients, records: &[Record]) -> BTreeMap<i32, i64> {
         .expect("runtime");
     rt.block_on(async {
         let mut ends = BTreeMap::new();
+        let mut partition_of: HashMap<&str, i32> = HashMap::new();
         for (i, (id, value)) in records.iter().enumerate() {
             let headers = OwnedHeaders::new().insert(Header {
                 key: "test.seq",
                 value: Some(&i.to_string()),
             });
+            let mut record = FutureRecord::to("articles.raw")
+                .key(id.as_str())
+                .payload(value.as_slice())
+                .headers(headers);
+            if let Some(p) = id
+                .strip_prefix("repost-tls-")
+                .and_then(|original| partition_of.get(original))
+            {
+                record = record.partition(*p);
+            }
             let delivery = producer
-                .send(
-                    FutureRecord::to("articles.raw")
-                        .key(id.as_str())
-                        .payload(value.as_slice())
-                        .headers(headers),
-                    Duration::from_secs(30),
-                )
+                .send(record, Duration::from_secs(30))
                 .await
                 .map_err(|(e, _)| e)
                 .expect("delivered over TLS");
+            partition_of.insert(id.as_str(), delivery.partition);
             let e = ends.entry(delivery.partition).or_insert(0);
             *e = (*e).max(delivery.offset + 1);
         }

@@ -9,15 +9,14 @@
 //! Sorting by fingerprint then sequence keeps the scan output deterministic.
 //!
 //! `bands`: the content-sketch LSH bands of unique articles (the candidate path of the second
-//! check): 8 Jaccard bands (two bins each) and 4 containment bands (one bin each), one entry per
-//! (article, band):
-//!   key   = band number (1 byte) || band key (8, BE) || sequence number (8, BE)
-//!   value = article id (UTF-8)
-//! With a fixed 9-byte prefix extractor (band number || band key) and a prefix bloom filter (SST
-//! files and memtable), a band lookup is one seek to the 9-byte prefix; a band no indexed article
-//! shares — nearly every one — is answered by the bloom filters without reading a data block.
-//! Keeping them out of the block families keeps the simhash prefix scans short (before format 2
-//! the bands shared those families and their 2-byte buckets).
+//! check): 8 Jaccard bands (two bins each) and 4 containment bands (one bin each), one key per
+//! bucket (band, band key):
+//!   key   = band number (1 byte) || band key (8, BE)
+//!   value = the bucket: the articles sharing it, or only their count when crowded (see `bucket`)
+//! Articles join and leave a bucket by merge operands, so writes stay blind. A lookup reads an
+//! article's 12 buckets with one batched point read; a bucket no indexed article shares — nearly
+//! every one — is answered by the bloom filters without reading a data block. Keeping them out of
+//! the block families keeps the simhash prefix scans short.
 //!
 //! `articles`: key = article id, value = format byte || sketch (binary) || JSON `StoredArticle`
 //! (see `ARTICLE_VALUE_FORMAT`).
@@ -61,22 +60,17 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`): it must be rebuilt. 4: the `bands` family also holds the
+/// (`IndexError::FormatMismatch`): it must be rebuilt. 5: one `bands` key per bucket, its
+/// articles in the value. 4: the `bands` family also holds the
 /// sketch's single-bin containment bands (band numbers 8..12). 3: event times, the `expiry` family
 /// and the stream time (the retention window). 2: sketch bands in their own `bands` family (1: in
 /// the block families, flagged by the top bit of the sequence number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/4";
+pub const FORMAT_VERSION: &str = "newsdedup-index/5";
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
 /// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
 
 pub const BLOCK_KEY_LEN: usize = 18;
-
-pub const BAND_KEY_LEN: usize = 17;
-// The band number is one byte of the key.
-const _: () = assert!(crate::sketch::ALL_BANDS <= 256);
-/// Length of the `bands` prefix extractor: band number || band key.
-pub const BAND_PREFIX_LEN: usize = 9;
 
 pub fn block_key(block: u16, fp: Fingerprint, seq: u64) -> [u8; BLOCK_KEY_LEN] {
     let mut k = [0u8; BLOCK_KEY_LEN];
@@ -97,23 +91,24 @@ pub fn parse_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
     Some((block, Fingerprint(fp), seq))
 }
 
-/// The `bands` key of band `band` (0..12) with 64-bit key `key` of the article with sequence `seq`.
-pub fn band_key(band: u8, key: u64, seq: u64) -> [u8; BAND_KEY_LEN] {
+pub const BAND_KEY_LEN: usize = 9;
+// The band number is one byte of the key.
+const _: () = assert!(crate::sketch::ALL_BANDS <= 256);
+
+/// The `bands` key of the bucket of band `band` (0..12) with 64-bit key `key`.
+pub fn band_key(band: u8, key: u64) -> [u8; BAND_KEY_LEN] {
     let mut k = [0u8; BAND_KEY_LEN];
     k[0] = band;
     k[1..9].copy_from_slice(&key.to_be_bytes());
-    k[9..17].copy_from_slice(&seq.to_be_bytes());
     k
 }
 
-/// (band, band key, seq) of a `bands` key, or None if it is not one.
-pub fn parse_band_key(key: &[u8]) -> Option<(u8, u64, u64)> {
+/// (band, band key) of a `bands` key, or None if it is not one.
+pub fn parse_band_key(key: &[u8]) -> Option<(u8, u64)> {
     if key.len() != BAND_KEY_LEN {
         return None;
     }
-    let band_key = u64::from_be_bytes(key[1..9].try_into().ok()?);
-    let seq = u64::from_be_bytes(key[9..17].try_into().ok()?);
-    Some((key[0], band_key, seq))
+    Some((key[0], u64::from_be_bytes(key[1..9].try_into().ok()?)))
 }
 
 pub const EXPIRY_KEY_LEN: usize = 16;
@@ -178,14 +173,10 @@ mod tests {
 
     #[test]
     fn band_key_round_trip_and_order() {
-        let k = band_key(7, 0x1122334455667788, 42);
-        assert_eq!(parse_band_key(&k), Some((7, 0x1122334455667788, 42)));
-        assert_eq!(
-            &k[..BAND_PREFIX_LEN],
-            &band_key(7, 0x1122334455667788, 0)[..9]
-        );
-        assert!(band_key(1, 5, 9) < band_key(1, 6, 0));
-        assert!(band_key(1, u64::MAX, 9) < band_key(2, 0, 0));
-        assert_eq!(parse_band_key(&k[..16]), None);
+        let k = band_key(7, 0x1122334455667788);
+        assert_eq!(parse_band_key(&k), Some((7, 0x1122334455667788)));
+        assert!(band_key(1, 5) < band_key(1, 6));
+        assert!(band_key(1, u64::MAX) < band_key(2, 0));
+        assert_eq!(parse_band_key(&k[..8]), None);
     }
 }

@@ -23,9 +23,10 @@
 //! cannot remove an article's block and band entries in the same atomic step as the article, and
 //! the counters would drift.
 
+use super::bucket::{self, BandBucket};
 use super::layout::{
     self, band_key, block_key, expiry_key, parse_band_key, parse_block_key, parse_expiry_key,
-    ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BAND_PREFIX_LEN, BLOCK_FAMILIES, EXPIRY, META,
+    ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, EXPIRY, META,
 };
 use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
@@ -36,9 +37,10 @@ use crate::simhash::{Fingerprint, BLOCKS};
 use crate::sketch::{Sketch, SKETCH_BYTES};
 use crate::time::{format_rfc3339, Bucket, TimeSpan};
 use rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Direction,
-    IteratorMode, MemtableFactory, Options, ReadOptions, SliceTransform, WaitForCompactOptions,
-    WriteBatch, WriteOptions, DB,
+    compaction_filter::Decision as CompactionDecision, BlockBasedOptions, Cache, ColumnFamily,
+    ColumnFamilyDescriptor, DBCompressionType, Direction, IteratorMode, MemtableFactory,
+    MergeOperands, Options, ReadOptions, SliceTransform, WaitForCompactOptions, WriteBatch,
+    WriteOptions, DB,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -46,11 +48,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-/// A sketch band shared by more articles than this is ignored (see `sketch_candidates`).
-pub const MAX_BAND_BUCKET: usize = 32;
-/// The same for a containment band (one bin: a single 4-gram, which common phrases share far
-/// more often than two bins together), kept low so they cannot flood a lookup with candidates.
-pub const MAX_CONTAINMENT_BUCKET: usize = 8;
+/// Merge operands a band bucket collects in the memtable before a write folds them into one value
+/// (when that needs no disk read), so reading a busy bucket stays short.
+const MAX_SUCCESSIVE_MERGES: usize = 16;
 
 /// Largest height of the per-prefix memtable skiplists (see the block families' options).
 const MEMTABLE_SKIPLIST_HEIGHT: i32 = 12;
@@ -130,7 +130,7 @@ pub struct FamilyStats {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BandStats {
     pub family: String,
-    /// Band entries (up to 8 per unique article with a sketch).
+    /// Band entries (up to 12 per unique article with a sketch).
     pub entries: u64,
     /// Distinct (band, band key) buckets.
     pub buckets_used: u64,
@@ -138,7 +138,8 @@ pub struct BandStats {
     pub max_bucket: u32,
     /// Buckets shared by two or more articles (the candidate path's hits).
     pub shared_buckets: u64,
-    /// Buckets shared by more than `MAX_BAND_BUCKET` articles: boilerplate, ignored by lookups.
+    /// Crowded buckets: shared by more articles than their band's cap (`bucket::cap`), ignored
+    /// by lookups.
     pub crowded_buckets: u64,
     /// Entries in crowded buckets.
     pub crowded_entries: u64,
@@ -301,14 +302,33 @@ impl RocksIndex {
         {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
-            // Band lookups are exact 9-byte prefixes, nearly all of which no other article shares:
-            // the SST files' prefix bloom answers those without reading data.
+            // Band lookups are point reads of 9-byte keys, nearly all of which no other article
+            // shares: the SST files' bloom filters answer those without reading data. (The prefix
+            // extractor is the whole key: the filter is the same, and the hash memtable needs it.)
             table.set_bloom_filter(10.0, false);
             table.set_whole_key_filtering(false);
             let mut opts = Options::default();
-            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_PREFIX_LEN));
-            // No memtable prefix bloom, as for the block families.
-            // As for the block families: band lookups are exact-prefix seeks.
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_KEY_LEN));
+            opts.set_merge_operator(
+                "newsdedup.band_bucket.v1",
+                |key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
+                    bucket::merge(key, existing, ops)
+                },
+                // Operands are not combined without the value they apply to.
+                |_: &[u8], _: Option<&[u8]>, _: &MergeOperands| None,
+            );
+            opts.set_max_successive_merges(MAX_SUCCESSIVE_MERGES);
+            // A bucket whose articles have all been removed (retention) leaves an empty value,
+            // dropped when a compaction next rewrites it (not by the one that merges it: RocksDB
+            // filters values, not a merge's result).
+            opts.set_compaction_filter("newsdedup.empty_band_bucket", |_, _: &[u8], v: &[u8]| {
+                if bucket::is_empty(v) {
+                    CompactionDecision::Remove
+                } else {
+                    CompactionDecision::Keep
+                }
+            });
+            // No memtable prefix bloom, as for the block families; one hash bucket per key.
             opts.set_memtable_factory(MemtableFactory::HashSkipList {
                 bucket_count: 1 << 20,
                 height: MEMTABLE_SKIPLIST_HEIGHT,
@@ -646,7 +666,7 @@ impl RocksIndex {
         Ok(age)
     }
 
-    /// Bucket occupancy of the `bands` family (one pass; entries of a bucket are contiguous).
+    /// Bucket occupancy of the `bands` family (one pass over its buckets).
     fn band_stats(&self, top: usize) -> Result<BandStats, IndexError> {
         let mut stats = BandStats {
             family: BANDS_FAMILY.to_owned(),
@@ -654,8 +674,24 @@ impl RocksIndex {
         };
         // (entries, band, band key) of the largest buckets so far, pruned now and then.
         let mut largest: Vec<(u32, u8, u64)> = Vec::new();
-        let mut close = |stats: &mut BandStats, bucket: Option<(u8, u64)>, n: u32| {
-            let Some((band, key)) = bucket else { return };
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            let (Some((band, key)), Some(found)) = (parse_band_key(key), BandBucket::decode(value))
+            else {
+                return Err(IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
+                });
+            };
+            let n = u32::try_from(found.count).unwrap_or(u32::MAX);
+            it.next();
+            if n == 0 {
+                continue; // emptied, not yet compacted away
+            }
+            stats.entries += found.count;
             stats.buckets_used += 1;
             stats.max_bucket = stats.max_bucket.max(n);
             if n >= 2 {
@@ -666,30 +702,12 @@ impl RocksIndex {
                     largest.truncate(top);
                 }
             }
-            if n as usize > MAX_BAND_BUCKET {
+            if found.crowded() {
                 stats.crowded_buckets += 1;
                 stats.crowded_entries += u64::from(n);
             }
-        };
-        let mut it = self
-            .db
-            .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
-        it.seek_to_first();
-        let mut bucket: Option<(u8, u64)> = None;
-        let mut n = 0u32;
-        while let Some(key) = it.key() {
-            stats.entries += 1;
-            let this = parse_band_key(key).map(|(band, k, _)| (band, k));
-            if this != bucket {
-                close(&mut stats, bucket, n);
-                bucket = this;
-                n = 0;
-            }
-            n += 1;
-            it.next();
         }
         it.status().map_err(rocks_err(&self.dir))?;
-        close(&mut stats, bucket, n);
         largest.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
         largest.truncate(top);
         stats.largest = largest
@@ -735,14 +753,22 @@ impl RocksIndex {
                 if let Some(sketch) = &art.sketch {
                     for (band, bkey) in sketch.bands() {
                         report.expected_band_entries += 1;
-                        let k = band_key(band as u8, bkey, art.seq);
-                        if self
+                        let found = self
                             .db
-                            .get_cf(bands_cf, k)
-                            .map_err(rocks_err(&self.dir))?
-                            .as_deref()
-                            != Some(key)
-                        {
+                            .get_cf(bands_cf, band_key(band as u8, bkey))
+                            .map_err(rocks_err(&self.dir))?;
+                        // A crowded bucket lists no one: its count is checked below.
+                        let listed =
+                            found
+                                .as_deref()
+                                .and_then(BandBucket::decode)
+                                .is_some_and(|b| {
+                                    b.crowded()
+                                        || b.entries
+                                            .iter()
+                                            .any(|(seq, e)| *seq == art.seq && *e == id)
+                                });
+                        if !listed {
                             report.problems.push(format!(
                                 "{BANDS_FAMILY}: sketch band {band} of {id:?} is missing"
                             ));
@@ -794,23 +820,38 @@ impl RocksIndex {
         let mut it = self.db.raw_iterator_cf_opt(bands_cf, total_order());
         it.seek_to_first();
         while let (Some(key), Some(value)) = (it.key(), it.value()) {
-            report.band_entries += 1;
-            let id = String::from_utf8_lossy(value).into_owned();
-            match (parse_band_key(key), self.get(&id)?) {
-                (Some((band, bkey, seq)), Some(art))
-                    if art.seq == seq
-                        && art.sketch.is_some_and(|s| {
-                            s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
-                        }) => {}
-                (None, _) => report
+            let (Some((band, bkey)), Some(found)) =
+                (parse_band_key(key), BandBucket::decode(value))
+            else {
+                report
                     .problems
-                    .push(format!("{BANDS_FAMILY}: malformed key")),
-                (_, None) => report.problems.push(format!(
-                    "{BANDS_FAMILY}: entry points at missing article {id:?}"
-                )),
-                _ => report.problems.push(format!(
-                    "{BANDS_FAMILY}: entry of {id:?} disagrees with its article"
-                )),
+                    .push(format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"));
+                it.next();
+                continue;
+            };
+            report.band_entries += found.count;
+            // (A crowded bucket may have fewer than its cap left: it stays crowded until empty.)
+            if !found.crowded() && found.count as usize > bucket::cap(band) {
+                report.problems.push(format!(
+                    "{BANDS_FAMILY}: bucket {band}:{bkey:016x} lists {} articles, over its cap",
+                    found.count
+                ));
+            }
+            for (seq, id) in &found.entries {
+                match self.get(id)? {
+                    Some(art)
+                        if art.seq == *seq
+                            && art.decision == StoredDecision::Unique
+                            && art.sketch.is_some_and(|s| {
+                                s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
+                            }) => {}
+                    None => report.problems.push(format!(
+                        "{BANDS_FAMILY}: entry points at missing article {id:?}"
+                    )),
+                    Some(_) => report.problems.push(format!(
+                        "{BANDS_FAMILY}: entry of {id:?} disagrees with its article"
+                    )),
+                }
             }
             it.next();
         }
@@ -937,53 +978,31 @@ impl RocksIndex {
         Ok(())
     }
 
-    /// The sketch-band candidates: one seek per band into the `bands` family, all with one
-    /// iterator (iterator creation costs more than a seek that the prefix bloom answers).
+    /// The sketch-band candidates: the sketch's band buckets in one batched point read.
     fn scan_bands(
         &self,
         sketch: &Sketch,
         banded: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
         let first = banded.len();
-        let mut opts = ReadOptions::default();
-        opts.set_prefix_same_as_start(true);
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, opts);
-        let mut hits: Vec<(u64, String)> = Vec::new();
-        for (band, key) in sketch.bands() {
-            let cap = if band < crate::sketch::BANDS {
-                MAX_BAND_BUCKET
-            } else {
-                MAX_CONTAINMENT_BUCKET
-            };
-            let start = band_key(band as u8, key, 0);
-            let prefix = &start[..BAND_PREFIX_LEN];
-            it.seek(start);
-            hits.clear();
-            while let Some(k) = it.key() {
-                if k.len() != BAND_KEY_LEN || &k[..BAND_PREFIX_LEN] != prefix {
-                    break;
-                }
-                let Some((_, _, seq)) = parse_band_key(k) else {
-                    break;
-                };
-                let id = it
-                    .value()
-                    .map(|v| String::from_utf8_lossy(v).into_owned())
-                    .unwrap_or_default();
-                hits.push((seq, id));
-                if hits.len() > cap {
-                    break;
-                }
-                it.next();
-            }
-            it.status().map_err(rocks_err(&self.dir))?;
-            // A band shared by very many articles comes from boilerplate every article of a
-            // source carries (a newspaper's dateline and sign-off), or a common phrase: it says
-            // nothing.
-            if hits.len() > cap {
+        let mut keys: Vec<[u8; BAND_KEY_LEN]> = sketch
+            .bands()
+            .map(|(band, key)| band_key(band as u8, key))
+            .collect();
+        keys.sort_unstable();
+        let values = self
+            .db
+            .batched_multi_get_cf(self.cf(BANDS_FAMILY)?, &keys, true);
+        for (key, value) in keys.iter().zip(values) {
+            let Some(value) = value.map_err(rocks_err(&self.dir))? else {
                 continue;
-            }
-            for (seq, id) in hits.drain(..) {
+            };
+            let found = BandBucket::decode(&value).ok_or_else(|| IndexError::Corrupt {
+                dir: self.dir.clone(),
+                message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
+            })?;
+            // A crowded bucket lists no one: it says nothing about a pair.
+            for (seq, id) in found.entries {
                 if !banded[first..].iter().any(|c| c.0 == seq) {
                     banded.push((seq, id));
                 }
@@ -1306,8 +1325,9 @@ impl RocksIndex {
         }
         if let Some(sketch) = &old.sketch {
             let bands = self.cf(BANDS_FAMILY)?;
+            let op = bucket::remove(old.seq);
             for (band, key) in sketch.bands() {
-                batch.delete_cf(bands, band_key(band as u8, key, old.seq));
+                batch.merge_cf(bands, band_key(band as u8, key), &op);
             }
         }
         Ok(())
@@ -1385,8 +1405,9 @@ impl RocksIndex {
             }
             if let Some(sketch) = &article.sketch {
                 let bands = self.cf(BANDS_FAMILY)?;
+                let op = bucket::append(article.seq, id);
                 for (band, key) in sketch.bands() {
-                    batch.put_cf(bands, band_key(band as u8, key, article.seq), id.as_bytes());
+                    batch.merge_cf(bands, band_key(band as u8, key), &op);
                 }
             }
         }
@@ -1414,4 +1435,130 @@ fn dir_size(dir: &Path) -> u64 {
             Err(_) => 0,
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sketch::BINS;
+    use crate::time::TimeSpan;
+
+    fn identity() -> FingerprintIdentity {
+        FingerprintIdentity {
+            algorithm: "test".into(),
+            cleaning: "test".into(),
+            sketch: "test".into(),
+            dict_xxh3: String::new(),
+            idf_xxh3: String::new(),
+            stopwords_xxh3: String::new(),
+            hmm: false,
+            title_weight: 1.0,
+            unknown_idf: None,
+            keep_single_chars: false,
+            keep_numbers: true,
+            keep_latin: true,
+            pos_filter: vec![],
+            strip_boilerplate: true,
+            fold_traditional: true,
+            max_content_bytes: 0,
+        }
+    }
+
+    fn article(seq: u64, event_ms: i64, bin: u32) -> StoredArticle {
+        let mut bins = [0u32; BINS];
+        for (i, b) in bins.iter_mut().enumerate() {
+            *b = bin.wrapping_mul(7919).wrapping_add(i as u32 * 31);
+        }
+        StoredArticle {
+            event_ms,
+            published_ms: None,
+            event_time_clamped: false,
+            seq,
+            fingerprint: Fingerprint(u64::from(bin) * 0x9e37_79b9),
+            url: None,
+            title: None,
+            first_seen_ms: 0,
+            decision: StoredDecision::Unique,
+            matched: None,
+            sketch: Some(Sketch {
+                bins,
+                shingles: 1000,
+            }),
+            revision: None,
+        }
+    }
+
+    fn band_keys(index: &RocksIndex) -> usize {
+        let mut it = index
+            .db
+            .raw_iterator_cf_opt(index.cf(BANDS_FAMILY).unwrap(), total_order());
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        n
+    }
+
+    /// Articles removed by the retention window leave empty band buckets, which the next
+    /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
+    /// bucket that loses members stays crowded (and `verify` accepts it).
+    #[test]
+    fn emptied_band_buckets_are_dropped_and_crowded_ones_stay_crowded() {
+        use crate::sketch::{ALL_BANDS, BANDS, BAND_BINS};
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig {
+            retention: Some(TimeSpan::from_days(1)),
+            ..IndexConfig::default()
+        };
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        let day = 86_400_000;
+        // Ten articles share the first containment band's bin (cap 8: crowded); five of them are
+        // old enough to expire when the last article arrives.
+        let shared = BANDS * BAND_BINS;
+        let mut query = None;
+        for seq in 0..10u64 {
+            let mut a = article(seq, if seq < 5 { 0 } else { 3 * day / 4 }, seq as u32 + 1);
+            if let Some(s) = a.sketch.as_mut() {
+                s.bins[shared] = 4242;
+                query.get_or_insert(*s);
+            }
+            index.insert(&format!("old{seq}"), &a, true).unwrap();
+        }
+        let kept = article(10, 3 * day / 2, 100);
+        index.insert("new", &kept, true).unwrap();
+        assert_eq!(index.counts().unique, 6, "five old articles expired");
+        assert!(index.verify().unwrap().problems.is_empty());
+        let stats = index.band_stats(3).unwrap();
+        assert_eq!((stats.crowded_buckets, stats.crowded_entries), (1, 5));
+        // A query sharing only the crowded bucket finds nothing there.
+        let mut q = query.unwrap();
+        for (i, b) in q.bins.iter_mut().enumerate() {
+            if i != shared {
+                *b = b.wrapping_add(1);
+            }
+        }
+        let mut found = Vec::new();
+        index.sketch_candidates(&q, &mut found).unwrap();
+        assert!(found.is_empty(), "{found:?}");
+
+        index.flush().unwrap();
+        assert_eq!(band_keys(&index), 10 * ALL_BANDS - 9 + ALL_BANDS);
+        // The first compaction merges the operands into empty values (RocksDB does not filter a
+        // merge's result in the same pass); the next one drops them.
+        let bands = index.cf(BANDS_FAMILY).unwrap();
+        index
+            .db
+            .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
+        index
+            .db
+            .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
+        assert_eq!(band_keys(&index), 5 * ALL_BANDS - 4 + ALL_BANDS);
+        index
+            .sketch_candidates(kept.sketch.as_ref().unwrap(), &mut found)
+            .unwrap();
+        assert_eq!(found, vec![(10, "new".to_owned())]);
+        assert!(index.verify().unwrap().problems.is_empty());
+    }
 }
