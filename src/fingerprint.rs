@@ -75,7 +75,7 @@ const BUILTIN_STOPWORDS: &str = include_str!("../config/stopwords_zh.txt");
 /// Everything that determines a fingerprint: algorithm version, parameters, and the content
 /// digests (XXH3-64) of the dictionary, IDF and stop-word files. An index records it and refuses
 /// to be used with a different one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FingerprintIdentity {
     pub algorithm: String,
     pub cleaning: String,

@@ -1446,21 +1446,7 @@ mod tests {
     fn identity() -> FingerprintIdentity {
         FingerprintIdentity {
             algorithm: "test".into(),
-            cleaning: "test".into(),
-            sketch: "test".into(),
-            dict_xxh3: String::new(),
-            idf_xxh3: String::new(),
-            stopwords_xxh3: String::new(),
-            hmm: false,
-            title_weight: 1.0,
-            unknown_idf: None,
-            keep_single_chars: false,
-            keep_numbers: true,
-            keep_latin: true,
-            pos_filter: vec![],
-            strip_boilerplate: true,
-            fold_traditional: true,
-            max_content_bytes: 0,
+            ..FingerprintIdentity::default()
         }
     }
 
