@@ -281,7 +281,12 @@ impl Clients {
 }
 
 /// (id, JSON value) of an input record.
-type Record = (String, Vec<u8>);
+/// An input record: the article id, the Kafka key it is produced under, and its JSON.
+struct Record {
+    id: String,
+    key: String,
+    value: Vec<u8>,
+}
 
 /// A few corpus articles plus a near-duplicate of the first long one. Returns the records and
 /// the repost's (original id, repost id).
@@ -291,10 +296,11 @@ fn articles(n: usize) -> (Vec<Record>, (String, String)) {
         .iter()
         .map(|a| {
             let id = common::str_field(a, "id").to_owned();
-            (
+            Record {
+                key: id.clone(),
                 id,
-                serde_json::to_vec(&Value::Object(a.clone())).expect("json"),
-            )
+                value: serde_json::to_vec(&Value::Object(a.clone())).expect("json"),
+            }
         })
         .collect();
     let original = corpus
@@ -308,15 +314,17 @@ fn articles(n: usize) -> (Vec<Record>, (String, String)) {
         "title": common::str_field(original, "title"),
         "content": format!("<p>{}</p>\n责任编辑：王五", common::str_field(original, "content")),
     });
-    out.push((
-        repost_id.clone(),
-        serde_json::to_vec(&repost).expect("json"),
-    ));
+    // Keyed like its original, so both land on one partition in order (across partitions the
+    // service may decide the repost first).
+    out.push(Record {
+        id: repost_id.clone(),
+        key: original_id.clone(),
+        value: serde_json::to_vec(&repost).expect("json"),
+    });
     (out, (original_id, repost_id))
 }
 
-/// Produces over TLS; returns the highest offset + 1 per partition. A repost goes to its
-/// original's partition: across partitions the service may decide it first.
+/// Produces over TLS; returns the highest offset + 1 per partition.
 fn produce(clients: &Clients, records: &[Record]) -> BTreeMap<i32, i64> {
     let producer: FutureProducer = clients
         .config()
@@ -329,28 +337,20 @@ fn produce(clients: &Clients, records: &[Record]) -> BTreeMap<i32, i64> {
         .expect("runtime");
     rt.block_on(async {
         let mut ends = BTreeMap::new();
-        let mut partition_of: HashMap<&str, i32> = HashMap::new();
-        for (i, (id, value)) in records.iter().enumerate() {
+        for (i, r) in records.iter().enumerate() {
             let headers = OwnedHeaders::new().insert(Header {
                 key: "test.seq",
                 value: Some(&i.to_string()),
             });
-            let mut record = FutureRecord::to("articles.raw")
-                .key(id.as_str())
-                .payload(value.as_slice())
+            let record = FutureRecord::to("articles.raw")
+                .key(r.key.as_str())
+                .payload(r.value.as_slice())
                 .headers(headers);
-            if let Some(p) = id
-                .strip_prefix("repost-tls-")
-                .and_then(|original| partition_of.get(original))
-            {
-                record = record.partition(*p);
-            }
             let delivery = producer
                 .send(record, Duration::from_secs(30))
                 .await
                 .map_err(|(e, _)| e)
                 .expect("delivered over TLS");
-            partition_of.insert(id.as_str(), delivery.partition);
             let e = ends.entry(delivery.partition).or_insert(0);
             *e = (*e).max(delivery.offset + 1);
         }
@@ -489,7 +489,7 @@ fn kafka_tls_decides_through_tls_proxy() {
         tls.proxy.log()
     );
     let by_key: HashMap<&str, &Output> = outputs.iter().map(|o| (o.key.as_str(), o)).collect();
-    for (id, _) in &records {
+    for Record { id, .. } in &records {
         let o = by_key
             .get(id.as_str())
             .unwrap_or_else(|| panic!("no output for {id}"));

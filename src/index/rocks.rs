@@ -985,11 +985,11 @@ impl RocksIndex {
         banded: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
         let first = banded.len();
-        let mut keys: Vec<[u8; BAND_KEY_LEN]> = sketch
+        // Sorted, as the batched read is told: `bands()` goes by band number, the key's first byte.
+        let keys: Vec<[u8; BAND_KEY_LEN]> = sketch
             .bands()
             .map(|(band, key)| band_key(band as u8, key))
             .collect();
-        keys.sort_unstable();
         let values = self
             .db
             .batched_multi_get_cf(self.cf(BANDS_FAMILY)?, &keys, true);
