@@ -377,6 +377,24 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
     }
     expect_refusal(v2.path(), "newsdedup-index/2");
     assert_eq!(families_of(v2.path()), expected(&v2_families));
+
+    // Format 5: every family but `ids` (block and band entries held the ids).
+    let v5 = tempfile::tempdir().unwrap();
+    let v5_families = [
+        "block0", "block1", "block2", "block3", "bands", "articles", "expiry", "meta",
+    ];
+    {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = DB::open_cf(&opts, v5.path(), v5_families).unwrap();
+        let meta = db.cf_handle(META).unwrap();
+        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
+            .unwrap();
+        db.put_cf(meta, META_FORMAT, b"newsdedup-index/5").unwrap();
+    }
+    expect_refusal(v5.path(), "newsdedup-index/5");
+    assert_eq!(families_of(v5.path()), expected(&v5_families));
 }
 
 /// The same id with other content is a new revision: decided afresh (not as a replay, never

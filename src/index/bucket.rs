@@ -7,17 +7,18 @@
 //! removing it is a merge operand (`append` / `remove`) in the article's own atomic write, and
 //! RocksDB applies the operands in order ([`merge`]) when the bucket is read or compacted.
 //!
-//! A bucket lists its articles (sequence number and id, by sequence number) until more than
+//! A bucket lists its articles (by sequence number; the `ids` family maps a sequence number to its
+//! article id, read only for the few buckets a lookup finds) until more than
 //! [`cap`] share it. It is then *crowded*: boilerplate every article of a source carries, or a
 //! common phrase, which says nothing about a pair. A crowded bucket keeps only its count, so a
 //! bucket hit by every article stays a few bytes, and lookups ignore it. It stays crowded until
 //! its count falls to zero (its members are no longer known); an empty bucket is dropped by a
 //! later compaction ([`is_empty`]).
 //!
-//! Value: `0` then, for each article, sequence number || id length || id (UTF-8); or, when crowded,
-//! `1` then the count. Operand: `+` || sequence number || id, or `-` || sequence number. Numbers
-//! are LEB128 varints (a sequence number below 2^28 takes 4 bytes): nearly every bucket holds one
-//! article, so these bytes are most of the family.
+//! Value: `0` then each article's sequence number, ascending; or, when crowded, `1` then the count.
+//! Operand: `+` || sequence number, or `-` || sequence number. Numbers are LEB128 varints (a
+//! sequence number below 2^28 takes 4 bytes): nearly every bucket holds one article, so a bucket
+//! is a 9-byte key and a 5-byte value.
 
 use crate::sketch::BANDS;
 
@@ -61,19 +62,19 @@ fn take_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
     None
 }
 
-/// The operand adding the article `seq` / `id` to a bucket.
-pub fn append(seq: u64, id: &str) -> Vec<u8> {
-    let mut op = Vec::with_capacity(11 + id.len());
-    op.push(APPEND);
-    put_varint(&mut op, seq);
-    op.extend_from_slice(id.as_bytes());
-    op
+/// The operand adding the article `seq` to a bucket.
+pub fn append(seq: u64) -> Vec<u8> {
+    operand(APPEND, seq)
 }
 
 /// The operand removing the article `seq` from a bucket.
 pub fn remove(seq: u64) -> Vec<u8> {
+    operand(REMOVE, seq)
+}
+
+fn operand(kind: u8, seq: u64) -> Vec<u8> {
     let mut op = Vec::with_capacity(11);
-    op.push(REMOVE);
+    op.push(kind);
     put_varint(&mut op, seq);
     op
 }
@@ -83,8 +84,8 @@ pub fn remove(seq: u64) -> Vec<u8> {
 pub struct BandBucket {
     /// Articles in the bucket.
     pub count: u64,
-    /// (sequence number, id) by sequence number; empty when crowded.
-    pub entries: Vec<(u64, String)>,
+    /// Sequence numbers, ascending; empty when crowded.
+    pub entries: Vec<u64>,
 }
 
 impl BandBucket {
@@ -100,10 +101,11 @@ impl BandBucket {
                 let mut entries = Vec::new();
                 while !rest.is_empty() {
                     let (seq, tail) = take_varint(rest)?;
-                    let (len, tail) = take_varint(tail)?;
-                    let id = tail.get(..usize::try_from(len).ok()?)?;
-                    entries.push((seq, std::str::from_utf8(id).ok()?.to_owned()));
-                    rest = &tail[id.len()..];
+                    if entries.last().is_some_and(|&last| last >= seq) {
+                        return None;
+                    }
+                    entries.push(seq);
+                    rest = tail;
                 }
                 Some(BandBucket {
                     count: entries.len() as u64,
@@ -122,18 +124,15 @@ impl BandBucket {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut v =
-            Vec::with_capacity(1 + self.entries.iter().map(|e| 6 + e.1.len()).sum::<usize>());
+        let mut v = Vec::with_capacity(1 + 10 * self.entries.len().max(1));
         if self.crowded() {
             v.push(CROWDED);
             put_varint(&mut v, self.count);
             return v;
         }
         v.push(LIST);
-        for (seq, id) in &self.entries {
-            put_varint(&mut v, *seq);
-            put_varint(&mut v, id.len() as u64);
-            v.extend_from_slice(id.as_bytes());
+        for &seq in &self.entries {
+            put_varint(&mut v, seq);
         }
         v
     }
@@ -143,23 +142,20 @@ impl BandBucket {
         let Some((&kind, rest)) = op.split_first() else {
             return false;
         };
-        let Some((seq, id)) = take_varint(rest) else {
+        let Some((seq, [])) = take_varint(rest) else {
             return false;
         };
         let crowded = self.crowded();
         match kind {
             APPEND => {
-                let Ok(id) = std::str::from_utf8(id) else {
-                    return false;
-                };
                 if crowded {
                     self.count += 1;
                     return true;
                 }
                 // Appends come in sequence order except in a bulk restore; a repeated one (the
                 // same article written twice) changes nothing.
-                if let Err(at) = self.entries.binary_search_by_key(&seq, |e| e.0) {
-                    self.entries.insert(at, (seq, id.to_owned()));
+                if let Err(at) = self.entries.binary_search(&seq) {
+                    self.entries.insert(at, seq);
                     self.count += 1;
                 }
                 if self.entries.len() > cap {
@@ -167,13 +163,13 @@ impl BandBucket {
                 }
                 true
             }
-            REMOVE if id.is_empty() => {
+            REMOVE => {
                 if crowded {
                     self.count -= 1;
                     if self.count == 0 {
                         *self = BandBucket::default();
                     }
-                } else if let Ok(at) = self.entries.binary_search_by_key(&seq, |e| e.0) {
+                } else if let Ok(at) = self.entries.binary_search(&seq) {
                     self.entries.remove(at);
                     self.count -= 1;
                 }
@@ -223,32 +219,27 @@ mod tests {
         let b = run(
             0,
             &[
-                append(5, "e"),
-                append(2, "b"),
-                append(9, "i"),
-                append(2, "b"),
+                append(5),
+                append(2),
+                append(9),
+                append(2),
                 remove(9),
                 remove(77),
             ],
         );
         assert_eq!(b.count, 2);
-        assert_eq!(b.entries, vec![(2, "b".into()), (5, "e".into())]);
+        assert_eq!(b.entries, vec![2, 5]);
         assert!(!b.crowded());
         // In two steps (an existing value, then more operands) the same.
-        let first = merge(&[0], None, [append(5, "e").as_slice()]).unwrap();
-        let second = merge(&[0], Some(&first), [append(2, "b").as_slice()]).unwrap();
-        assert_eq!(
-            BandBucket::decode(&second).unwrap().entries,
-            vec![(2, "b".into()), (5, "e".into())]
-        );
+        let first = merge(&[0], None, [append(5).as_slice()]).unwrap();
+        let second = merge(&[0], Some(&first), [append(2).as_slice()]).unwrap();
+        assert_eq!(BandBucket::decode(&second).unwrap().entries, vec![2, 5]);
     }
 
     #[test]
     fn a_bucket_past_its_cap_keeps_only_its_count_until_empty() {
         let band = BANDS as u8; // a containment band
-        let ops: Vec<Vec<u8>> = (0..=MAX_CONTAINMENT_BUCKET as u64)
-            .map(|s| append(s, "x"))
-            .collect();
+        let ops: Vec<Vec<u8>> = (0..=MAX_CONTAINMENT_BUCKET as u64).map(append).collect();
         let b = run(band, &ops[..MAX_CONTAINMENT_BUCKET]);
         assert!(!b.crowded());
         let crowded = run(band, &ops);
@@ -269,7 +260,7 @@ mod tests {
     fn values_round_trip_and_stay_small() {
         let b = BandBucket {
             count: 2,
-            entries: vec![(3, "a".into()), (1 << 40, "长".into())],
+            entries: vec![3, 1 << 40],
         };
         assert_eq!(BandBucket::decode(&b.encode()), Some(b));
         let crowded = BandBucket {
@@ -277,12 +268,12 @@ mod tests {
             entries: vec![],
         };
         assert_eq!(BandBucket::decode(&crowded.encode()), Some(crowded));
-        // One article of sequence number ~10M and a 20-byte id: 25 bytes.
+        // One article of sequence number ~10M: 5 bytes.
         let one = BandBucket {
             count: 1,
-            entries: vec![(10_000_000, "x".repeat(20))],
+            entries: vec![10_000_000],
         };
-        assert_eq!(one.encode().len(), 1 + 4 + 1 + 20);
+        assert_eq!(one.encode().len(), 1 + 4);
         assert_eq!(take_varint(&[0xff; 11]), None);
     }
 
@@ -290,14 +281,17 @@ mod tests {
     fn malformed_values_and_operands_are_refused() {
         assert_eq!(BandBucket::decode(b""), None);
         assert_eq!(BandBucket::decode(&[7]), None);
-        // An id longer than what is left.
-        assert_eq!(BandBucket::decode(&[LIST, 7, 3, b'a']), None);
+        // A varint cut short, and sequence numbers out of order or repeated.
+        assert_eq!(BandBucket::decode(&[LIST, 0x87]), None);
+        assert_eq!(BandBucket::decode(&[LIST, 7, 3]), None);
+        assert_eq!(BandBucket::decode(&[LIST, 7, 7]), None);
         // A crowded bucket of 0, or with bytes after its count.
         assert_eq!(BandBucket::decode(&[CROWDED, 0]), None);
         assert_eq!(BandBucket::decode(&[CROWDED, 9, 9]), None);
         assert_eq!(merge(&[0], None, [b"?1".as_slice()]), None);
         assert_eq!(merge(&[0], None, [b"-1x".as_slice()]), None);
+        assert_eq!(merge(&[0], None, [b"+1x".as_slice()]), None);
         assert_eq!(merge(&[0], None, [b"+".as_slice()]), None);
-        assert_eq!(merge(&[], None, [append(1, "a").as_slice()]), None);
+        assert_eq!(merge(&[], None, [append(1).as_slice()]), None);
     }
 }

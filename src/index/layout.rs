@@ -2,7 +2,7 @@
 //!
 //! Block families `block0`..`block3` (one per 16-bit block position, most significant first):
 //!   key   = block value (2 bytes, big endian) || fingerprint (8, BE) || sequence number (8, BE)
-//!   value = article id (UTF-8)
+//!   value = empty (the article's id is in `ids`, under the sequence number)
 //! With a fixed 2-byte prefix extractor, all fingerprints sharing a block value are one contiguous
 //! key range: a candidate lookup is 4 short range scans that read fingerprints straight from the
 //! keys, and an insert is 4 blind puts (no read-modify-write, unlike a list-per-block value).
@@ -12,12 +12,17 @@
 //! check): 8 Jaccard bands (two bins each) and 4 containment bands (one bin each), one key per
 //! bucket (band, band key):
 //!   key   = band number (1 byte) || band key (8, BE)
-//!   value = the bucket: the articles sharing it, or only their count when crowded (see `bucket`)
+//!   value = the bucket: the sequence numbers of the articles sharing it, or only their count when
+//!           crowded (see `bucket`)
 //! Articles join and leave a bucket by merge operands, so writes stay blind. A lookup reads an
 //! article's 12 buckets with one batched point read; a bucket no indexed article shares — nearly
 //! every one — is answered by the bloom filters without reading a data block. Keeping them out of
 //! the block families keeps the simhash prefix scans short.
 //!
+//! `ids`: key = sequence number (8, BE), value = article id (UTF-8), for every unique article: the
+//! one copy of the id that the 16 block and band entries refer to by sequence number. Read only
+//! for the candidates a lookup finds (a few per lookup; most lookups find none), which keeps the
+//! families every lookup reads small: an id in each of them would be 16 copies per article.
 //! `articles`: key = article id, value = format byte || sketch (binary) || JSON `StoredArticle`
 //! (see `ARTICLE_VALUE_FORMAT`).
 //! `expiry`: every article (unique or duplicate) by event time, the retention window's queue:
@@ -31,6 +36,7 @@ use crate::simhash::{Fingerprint, BLOCKS};
 
 pub const BLOCK_FAMILIES: [&str; BLOCKS] = ["block0", "block1", "block2", "block3"];
 pub const BANDS_FAMILY: &str = "bands";
+pub const IDS: &str = "ids";
 pub const ARTICLES: &str = "articles";
 pub const EXPIRY: &str = "expiry";
 pub const META: &str = "meta";
@@ -60,12 +66,13 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`): it must be rebuilt. 5: one `bands` key per bucket, its
+/// (`IndexError::FormatMismatch`): it must be rebuilt. 6: block and band entries name articles by
+/// sequence number, the `ids` family holds each id once. 5: one `bands` key per bucket, its
 /// articles in the value. 4: the `bands` family also holds the
 /// sketch's single-bin containment bands (band numbers 8..12). 3: event times, the `expiry` family
 /// and the stream time (the retention window). 2: sketch bands in their own `bands` family (1: in
 /// the block families, flagged by the top bit of the sequence number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/5";
+pub const FORMAT_VERSION: &str = "newsdedup-index/6";
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
 /// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
@@ -89,6 +96,18 @@ pub fn parse_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
     let fp = u64::from_be_bytes(key[2..10].try_into().ok()?);
     let seq = u64::from_be_bytes(key[10..18].try_into().ok()?);
     Some((block, Fingerprint(fp), seq))
+}
+
+pub const ID_KEY_LEN: usize = 8;
+
+/// The `ids` key of the article with sequence number `seq`.
+pub fn id_key(seq: u64) -> [u8; ID_KEY_LEN] {
+    seq.to_be_bytes()
+}
+
+/// The sequence number of an `ids` key, or None if it is not one.
+pub fn parse_id_key(key: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(key.try_into().ok()?))
 }
 
 pub const BAND_KEY_LEN: usize = 9;
@@ -150,6 +169,13 @@ mod tests {
         assert!(block_key(1, Fingerprint(5), 9) < block_key(1, Fingerprint(6), 0));
         assert!(block_key(1, Fingerprint(u64::MAX), 9) < block_key(2, Fingerprint(0), 0));
         assert_eq!(parse_block_key(b"short"), None);
+    }
+
+    #[test]
+    fn id_key_round_trip_and_order() {
+        assert_eq!(parse_id_key(&id_key(42)), Some(42));
+        assert!(id_key(255) < id_key(256));
+        assert_eq!(parse_id_key(&id_key(7)[..7]), None);
     }
 
     #[test]

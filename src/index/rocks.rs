@@ -1,5 +1,5 @@
-//! RocksDB implementation of the index: four block column families + sketch bands + articles +
-//! expiry + meta, one directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
+//! RocksDB implementation of the index: four block column families + sketch bands + ids +
+//! articles + expiry + meta, one directory, every insert one atomic `WriteBatch` (so a process killed mid-write reopens with the
 //! families in agreement: RocksDB replays whole batches from the WAL or none of them).
 //!
 //! Retention window (`[index] retention`). Every article has an event time (see
@@ -25,8 +25,9 @@
 
 use super::bucket::{self, BandBucket};
 use super::layout::{
-    self, band_key, block_key, expiry_key, parse_band_key, parse_block_key, parse_expiry_key,
-    ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, EXPIRY, META,
+    self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
+    parse_expiry_key, parse_id_key, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, EXPIRY,
+    IDS, META,
 };
 use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
@@ -201,6 +202,8 @@ pub struct VerifyReport {
     pub expected_band_entries: u64,
     /// Entries in the `expiry` family (one per article).
     pub expiry_entries: u64,
+    /// Entries in the `ids` family (one per unique article).
+    pub id_entries: u64,
     pub problems: Vec<String>,
 }
 
@@ -271,7 +274,7 @@ impl RocksIndex {
         // writer at a time; there is only one writer anyway.
         db_opts.set_allow_concurrent_memtable_write(false);
 
-        let mut families = Vec::with_capacity(BLOCKS + 4);
+        let mut families = Vec::with_capacity(BLOCKS + 5);
         for name in BLOCK_FAMILIES {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
@@ -310,7 +313,7 @@ impl RocksIndex {
             let mut opts = Options::default();
             opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_KEY_LEN));
             opts.set_merge_operator(
-                "newsdedup.band_bucket.v1",
+                "newsdedup.band_bucket.v2",
                 |key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
                     bucket::merge(key, existing, ops)
                 },
@@ -338,6 +341,16 @@ impl RocksIndex {
             opts.set_compression_type(DBCompressionType::None);
             opts.set_block_based_table_factory(&table);
             families.push(ColumnFamilyDescriptor::new(BANDS_FAMILY, opts));
+        }
+        {
+            // Point reads of the candidates' sequence numbers; keys are written in ascending order.
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            table.set_bloom_filter(10.0, false);
+            let mut opts = Options::default();
+            opts.set_compression_type(DBCompressionType::Lz4);
+            opts.set_block_based_table_factory(&table);
+            families.push(ColumnFamilyDescriptor::new(IDS, opts));
         }
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&cache);
@@ -393,8 +406,8 @@ impl RocksIndex {
         Ok(index)
     }
 
-    /// An existing index without the `bands` family predates format 2, without `expiry` format 3.
-    /// Detected before the normal
+    /// An existing index without the `bands` family predates format 2, without `expiry` format 3,
+    /// without `ids` format 6. Detected before the normal
     /// open, which would add the missing family and leave a directory the previous version can no
     /// longer open; the stored format is read from a read-only open for the error message.
     fn refuse_older_layout(dir: &Path) -> Result<(), IndexError> {
@@ -402,7 +415,7 @@ impl RocksIndex {
             return Ok(()); // no database yet
         };
         let has = |name: &str| existing.iter().any(|f| f == name);
-        if !has(META) || (has(BANDS_FAMILY) && has(EXPIRY)) {
+        if !has(META) || (has(BANDS_FAMILY) && has(EXPIRY) && has(IDS)) {
             return Ok(());
         }
         let db = DB::open_cf_for_read_only(&Options::default(), dir, &existing, false)
@@ -509,7 +522,7 @@ impl RocksIndex {
     pub fn flush(&self) -> Result<(), IndexError> {
         for name in BLOCK_FAMILIES
             .iter()
-            .chain(&[BANDS_FAMILY, ARTICLES, EXPIRY, META])
+            .chain(&[BANDS_FAMILY, IDS, ARTICLES, EXPIRY, META])
         {
             self.db
                 .flush_cf(self.cf(name)?)
@@ -720,9 +733,10 @@ impl RocksIndex {
         Ok(stats)
     }
 
-    /// Checks that the families agree: every searchable article has its four block entries and its
-    /// sketch band entries, every block or band entry points at an article with that fingerprint
-    /// (or band) and sequence number, and the counters match. Reads everything; meant for tests
+    /// Checks that the families agree: every searchable article has its `ids` entry, its four
+    /// block entries and its sketch band entries; every `ids`, block or band entry points (block
+    /// and band entries through `ids`) at a unique article with that sequence number and
+    /// fingerprint (or band); and the counters match. Reads everything; meant for tests
     /// and operators after a crash.
     pub fn verify(&self) -> Result<VerifyReport, IndexError> {
         let mut report = VerifyReport::default();
@@ -736,17 +750,28 @@ impl RocksIndex {
             let art = self.decode_article(&id, value)?;
             if art.decision == StoredDecision::Unique {
                 report.unique += 1;
+                match self.id_of(art.seq)? {
+                    Some(found) if found == id => {}
+                    Some(_) => report.problems.push(format!(
+                        "{IDS}: sequence number {} of {id:?} names another id",
+                        art.seq
+                    )),
+                    None => report
+                        .problems
+                        .push(format!("{IDS}: entry of {id:?} is missing")),
+                }
                 for (name, block) in BLOCK_FAMILIES.iter().zip(art.fingerprint.blocks()) {
                     let cf = self.cf(name)?;
                     let k = block_key(block, art.fingerprint, art.seq);
-                    match self.db.get_cf(cf, k).map_err(rocks_err(&self.dir))? {
-                        Some(v) if v == key => {}
-                        Some(_) => report
+                    if self
+                        .db
+                        .get_pinned_cf(cf, k)
+                        .map_err(rocks_err(&self.dir))?
+                        .is_none()
+                    {
+                        report
                             .problems
-                            .push(format!("{name}: entry of {id:?} names another id")),
-                        None => report
-                            .problems
-                            .push(format!("{name}: entry of {id:?} is missing")),
+                            .push(format!("{name}: entry of {id:?} is missing"));
                     }
                 }
                 report.expected_entries += BLOCKS as u64;
@@ -758,16 +783,10 @@ impl RocksIndex {
                             .get_cf(bands_cf, band_key(band as u8, bkey))
                             .map_err(rocks_err(&self.dir))?;
                         // A crowded bucket lists no one: its count is checked below.
-                        let listed =
-                            found
-                                .as_deref()
-                                .and_then(BandBucket::decode)
-                                .is_some_and(|b| {
-                                    b.crowded()
-                                        || b.entries
-                                            .iter()
-                                            .any(|(seq, e)| *seq == art.seq && *e == id)
-                                });
+                        let listed = found
+                            .as_deref()
+                            .and_then(BandBucket::decode)
+                            .is_some_and(|b| b.crowded() || b.entries.contains(&art.seq));
                         if !listed {
                             report.problems.push(format!(
                                 "{BANDS_FAMILY}: sketch band {band} of {id:?} is missing"
@@ -796,23 +815,40 @@ impl RocksIndex {
             it.next();
         }
         it.status().map_err(rocks_err(&self.dir))?;
+        // Every `ids` entry names a unique article with that sequence number.
+        let mut it = self.db.raw_iterator_cf(self.cf(IDS)?);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            report.id_entries += 1;
+            let id = String::from_utf8_lossy(value).into_owned();
+            match (parse_id_key(key), self.get(&id)?) {
+                (Some(seq), Some(art))
+                    if art.seq == seq && art.decision == StoredDecision::Unique => {}
+                (None, _) => report.problems.push(format!("{IDS}: malformed key")),
+                (_, None) => report
+                    .problems
+                    .push(format!("{IDS}: entry points at missing article {id:?}")),
+                _ => report
+                    .problems
+                    .push(format!("{IDS}: entry of {id:?} disagrees with its article")),
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
         for name in BLOCK_FAMILIES {
             let cf = self.cf(name)?;
             let mut it = self.db.raw_iterator_cf_opt(cf, total_order());
             it.seek_to_first();
-            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            while let Some(key) = it.key() {
                 report.block_entries += 1;
-                let id = String::from_utf8_lossy(value).into_owned();
-                match (parse_block_key(key), self.get(&id)?) {
-                    (Some((_, fp, seq)), Some(art)) if art.fingerprint == fp && art.seq == seq => {}
-                    (None, _) => report.problems.push(format!("{name}: malformed key")),
-                    (_, None) => report
-                        .problems
-                        .push(format!("{name}: entry points at missing article {id:?}")),
-                    _ => report.problems.push(format!(
-                        "{name}: entry of {id:?} disagrees with its article"
-                    )),
-                }
+                let Some((_, fp, seq)) = parse_block_key(key) else {
+                    report.problems.push(format!("{name}: malformed key"));
+                    it.next();
+                    continue;
+                };
+                report
+                    .problems
+                    .extend(self.check_entry(name, seq, |art| art.fingerprint == fp)?);
                 it.next();
             }
             it.status().map_err(rocks_err(&self.dir))?;
@@ -837,21 +873,14 @@ impl RocksIndex {
                     found.count
                 ));
             }
-            for (seq, id) in &found.entries {
-                match self.get(id)? {
-                    Some(art)
-                        if art.seq == *seq
-                            && art.decision == StoredDecision::Unique
-                            && art.sketch.is_some_and(|s| {
-                                s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
-                            }) => {}
-                    None => report.problems.push(format!(
-                        "{BANDS_FAMILY}: entry points at missing article {id:?}"
-                    )),
-                    Some(_) => report.problems.push(format!(
-                        "{BANDS_FAMILY}: entry of {id:?} disagrees with its article"
-                    )),
-                }
+            for &seq in &found.entries {
+                report
+                    .problems
+                    .extend(self.check_entry(BANDS_FAMILY, seq, |art| {
+                        art.sketch.is_some_and(|s| {
+                            s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
+                        })
+                    })?);
             }
             it.next();
         }
@@ -891,6 +920,12 @@ impl RocksIndex {
             report.problems.push(format!(
                 "{} block entries for {} unique articles (expected {})",
                 report.block_entries, report.unique, report.expected_entries
+            ));
+        }
+        if report.id_entries != report.unique {
+            report.problems.push(format!(
+                "{} {IDS} entries for {} unique articles",
+                report.id_entries, report.unique
             ));
         }
         if report.band_entries != report.expected_band_entries {
@@ -960,22 +995,80 @@ impl RocksIndex {
                 let distance = fp.distance(other);
                 // An article sharing several blocks appears in several families: keep it once.
                 if distance <= max_distance && !candidates[first..].iter().any(|c| c.seq == seq) {
-                    let id = it
-                        .value()
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                        .unwrap_or_default();
                     candidates.push(Candidate {
                         seq,
                         fingerprint: other,
                         distance,
-                        id,
+                        id: String::new(),
                     });
                 }
                 it.next();
             }
             it.status().map_err(rocks_err(&self.dir))?;
         }
+        let found = &mut candidates[first..];
+        if !found.is_empty() {
+            let seqs: Vec<u64> = found.iter().map(|c| c.seq).collect();
+            for (c, id) in found.iter_mut().zip(self.ids_of(&seqs)?) {
+                c.id = id;
+            }
+        }
         Ok(())
+    }
+
+    /// The ids of the unique articles `seqs` (named by block or band entries), in order, by one
+    /// batched read of the `ids` family. An entry whose id is missing is corruption.
+    fn ids_of(&self, seqs: &[u64]) -> Result<Vec<String>, IndexError> {
+        let keys: Vec<[u8; layout::ID_KEY_LEN]> = seqs.iter().map(|&s| id_key(s)).collect();
+        let values = self.db.batched_multi_get_cf(self.cf(IDS)?, &keys, false);
+        seqs.iter()
+            .zip(values)
+            .map(|(seq, value)| match value.map_err(rocks_err(&self.dir))? {
+                Some(id) => Ok(String::from_utf8_lossy(&id).into_owned()),
+                None => Err(IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!(
+                        "{IDS}: no id for sequence number {seq}, which a block or band entry names"
+                    ),
+                }),
+            })
+            .collect()
+    }
+
+    /// What a block or band entry naming `seq` points at, for `verify`: a problem (`family`:
+    /// ...) when `ids` has no id for it, the id names no article, or the article is not that
+    /// unique article or `agrees` says the entry is not its own.
+    fn check_entry(
+        &self,
+        family: &str,
+        seq: u64,
+        agrees: impl Fn(&StoredArticle) -> bool,
+    ) -> Result<Option<String>, IndexError> {
+        let Some(id) = self.id_of(seq)? else {
+            return Ok(Some(format!(
+                "{family}: entry points at missing article (sequence number {seq})"
+            )));
+        };
+        Ok(match self.get(&id)? {
+            Some(art)
+                if art.seq == seq && art.decision == StoredDecision::Unique && agrees(&art) =>
+            {
+                None
+            }
+            Some(_) => Some(format!(
+                "{family}: entry of {id:?} disagrees with its article"
+            )),
+            None => Some(format!("{family}: entry points at missing article {id:?}")),
+        })
+    }
+
+    /// The id stored in `ids` under `seq`, if any.
+    fn id_of(&self, seq: u64) -> Result<Option<String>, IndexError> {
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(IDS)?, id_key(seq))
+            .map_err(rocks_err(&self.dir))?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
     /// The sketch-band candidates: the sketch's band buckets in one batched point read.
@@ -984,7 +1077,7 @@ impl RocksIndex {
         sketch: &Sketch,
         banded: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
-        let first = banded.len();
+        let mut seqs: Vec<u64> = Vec::new();
         // Sorted, as the batched read is told: `bands()` goes by band number, the key's first byte.
         let keys: Vec<[u8; BAND_KEY_LEN]> = sketch
             .bands()
@@ -1002,11 +1095,15 @@ impl RocksIndex {
                 message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
             })?;
             // A crowded bucket lists no one: it says nothing about a pair.
-            for (seq, id) in found.entries {
-                if !banded[first..].iter().any(|c| c.0 == seq) {
-                    banded.push((seq, id));
+            for seq in found.entries {
+                if !seqs.contains(&seq) {
+                    seqs.push(seq);
                 }
             }
+        }
+        if !seqs.is_empty() {
+            let ids = self.ids_of(&seqs)?;
+            banded.extend(seqs.into_iter().zip(ids));
         }
         Ok(())
     }
@@ -1320,6 +1417,7 @@ impl RocksIndex {
             return Ok(());
         }
         counts.unique = counts.unique.saturating_sub(1);
+        batch.delete_cf(self.cf(IDS)?, id_key(old.seq));
         for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
             batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
         }
@@ -1396,16 +1494,17 @@ impl RocksIndex {
             .fetch_min(article.event_ms, Ordering::Relaxed);
         if searchable {
             counts.unique += 1;
+            batch.put_cf(self.cf(IDS)?, id_key(article.seq), id.as_bytes());
             for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {
                 batch.put_cf(
                     self.cf(name)?,
                     block_key(block, article.fingerprint, article.seq),
-                    id.as_bytes(),
+                    [],
                 );
             }
             if let Some(sketch) = &article.sketch {
                 let bands = self.cf(BANDS_FAMILY)?;
-                let op = bucket::append(article.seq, id);
+                let op = bucket::append(article.seq);
                 for (band, key) in sketch.bands() {
                     batch.merge_cf(bands, band_key(band as u8, key), &op);
                 }
@@ -1485,6 +1584,70 @@ mod tests {
             it.next();
         }
         n
+    }
+
+    /// Block and band entries name articles by sequence number; lookups find the ids in `ids`,
+    /// and `verify` reports an `ids` entry that is missing or names the wrong article, and a block
+    /// or band entry of an article that is not there. A lookup that meets a missing id fails
+    /// (corruption) instead of matching nothing.
+    #[test]
+    fn entries_name_articles_through_ids_and_verify_checks_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let a = article(0, 0, 1);
+        let b = article(1, 0, 2);
+        index.insert("a", &a, true).unwrap();
+        index.insert("b", &b, true).unwrap();
+        let dup = StoredArticle {
+            decision: StoredDecision::Duplicate,
+            ..article(2, 0, 1)
+        };
+        index.insert("c", &dup, false).unwrap();
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.id_entries, 2, "one per unique article");
+
+        let mut found = Vec::new();
+        index.candidates(a.fingerprint, 3, &mut found).unwrap();
+        assert_eq!(
+            found
+                .iter()
+                .map(|c| (c.seq, c.id.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "a")]
+        );
+        let mut banded = Vec::new();
+        index
+            .sketch_candidates(b.sketch.as_ref().unwrap(), &mut banded)
+            .unwrap();
+        assert_eq!(banded, [(1, "b".to_owned())]);
+
+        // `ids` names the wrong article for one sequence number and has none for another.
+        let ids = index.cf(IDS).unwrap();
+        index.db.put_cf(ids, id_key(0), b"b").unwrap();
+        index.db.delete_cf(ids, id_key(1)).unwrap();
+        let problems = index.verify().unwrap().problems;
+        for expected in [
+            "ids: sequence number 0 of \"a\" names another id",
+            "ids: entry of \"b\" is missing",
+            "ids: entry of \"b\" disagrees with its article",
+            "block0: entry of \"b\" disagrees with its article",
+            "block0: entry points at missing article (sequence number 1)",
+            "bands: entry points at missing article (sequence number 1)",
+        ] {
+            assert!(
+                problems.iter().any(|p| p == expected),
+                "{expected} not in {problems:?}"
+            );
+        }
+        let err = index
+            .sketch_candidates(b.sketch.as_ref().unwrap(), &mut banded)
+            .unwrap_err();
+        assert!(
+            matches!(err, IndexError::Corrupt { .. })
+                && err.to_string().contains("sequence number 1"),
+            "{err}"
+        );
     }
 
     /// Articles removed by the retention window leave empty band buckets, which the next
