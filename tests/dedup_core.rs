@@ -317,6 +317,18 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
         }
     };
 
+    // A directory as an older version wrote it: these families and that format in `meta`.
+    let write_old_layout = |dir: &std::path::Path, families: &[&str], format: &str| {
+        let mut opts = Options::default();
+        opts.create_if_missing(true);
+        opts.create_missing_column_families(true);
+        let db = DB::open_cf(&opts, dir, families).unwrap();
+        let meta = db.cf_handle(META).unwrap();
+        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
+            .unwrap();
+        db.put_cf(meta, META_FORMAT, format.as_bytes()).unwrap();
+    };
+
     // A current index whose meta records the previous layout version.
     let dir = tempfile::tempdir().unwrap();
     drop(RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap());
@@ -335,16 +347,7 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
     // A directory as the previous version wrote it: no `bands` family.
     let old = tempfile::tempdir().unwrap();
     let old_families = ["block0", "block1", "block2", "block3", "articles", "meta"];
-    {
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.create_missing_column_families(true);
-        let db = DB::open_cf(&opts, old.path(), old_families).unwrap();
-        let meta = db.cf_handle(META).unwrap();
-        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
-            .unwrap();
-        db.put_cf(meta, META_FORMAT, b"newsdedup-index/1").unwrap();
-    }
+    write_old_layout(old.path(), &old_families, "newsdedup-index/1");
     expect_refusal(old.path(), "newsdedup-index/1");
     // Refusing did not add the new families: the previous version can still open the directory.
     let families_of = |dir: &std::path::Path| {
@@ -365,16 +368,7 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
     let v2_families = [
         "block0", "block1", "block2", "block3", "bands", "articles", "meta",
     ];
-    {
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.create_missing_column_families(true);
-        let db = DB::open_cf(&opts, v2.path(), v2_families).unwrap();
-        let meta = db.cf_handle(META).unwrap();
-        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
-            .unwrap();
-        db.put_cf(meta, META_FORMAT, b"newsdedup-index/2").unwrap();
-    }
+    write_old_layout(v2.path(), &v2_families, "newsdedup-index/2");
     expect_refusal(v2.path(), "newsdedup-index/2");
     assert_eq!(families_of(v2.path()), expected(&v2_families));
 
@@ -383,16 +377,7 @@ fn index_refuses_another_layout_version_and_leaves_it_as_it_was() {
     let v5_families = [
         "block0", "block1", "block2", "block3", "bands", "articles", "expiry", "meta",
     ];
-    {
-        let mut opts = Options::default();
-        opts.create_if_missing(true);
-        opts.create_missing_column_families(true);
-        let db = DB::open_cf(&opts, v5.path(), v5_families).unwrap();
-        let meta = db.cf_handle(META).unwrap();
-        db.put_cf(meta, META_IDENTITY, fp.identity().to_json())
-            .unwrap();
-        db.put_cf(meta, META_FORMAT, b"newsdedup-index/5").unwrap();
-    }
+    write_old_layout(v5.path(), &v5_families, "newsdedup-index/5");
     expect_refusal(v5.path(), "newsdedup-index/5");
     assert_eq!(families_of(v5.path()), expected(&v5_families));
 }

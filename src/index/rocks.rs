@@ -342,23 +342,17 @@ impl RocksIndex {
             opts.set_block_based_table_factory(&table);
             families.push(ColumnFamilyDescriptor::new(BANDS_FAMILY, opts));
         }
-        {
-            // Point reads of the candidates' sequence numbers; keys are written in ascending order.
+        // Point reads by key: `ids` (the candidates' sequence numbers, written in ascending order)
+        // and `articles` (by id).
+        for name in [IDS, ARTICLES] {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
             table.set_bloom_filter(10.0, false);
             let mut opts = Options::default();
             opts.set_compression_type(DBCompressionType::Lz4);
             opts.set_block_based_table_factory(&table);
-            families.push(ColumnFamilyDescriptor::new(IDS, opts));
+            families.push(ColumnFamilyDescriptor::new(name, opts));
         }
-        let mut table = BlockBasedOptions::default();
-        table.set_block_cache(&cache);
-        table.set_bloom_filter(10.0, false);
-        let mut article_opts = Options::default();
-        article_opts.set_compression_type(DBCompressionType::Lz4);
-        article_opts.set_block_based_table_factory(&table);
-        families.push(ColumnFamilyDescriptor::new(ARTICLES, article_opts));
         // Small sequential keys, written in event-time order under a steady stream.
         let mut expiry_opts = Options::default();
         expiry_opts.set_compression_type(DBCompressionType::Lz4);
