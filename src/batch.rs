@@ -1,7 +1,7 @@
 //! Running a JSONL stream through the pipeline: lines are read in order, prepared on all cores, and
 //! decided and written strictly in input order (one output line per input line).
 
-use crate::article::{InvalidArticle, InvalidReason};
+use crate::article::{InvalidArticle, InvalidReason, ReadRules};
 use crate::dedup::{self, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
@@ -193,6 +193,8 @@ pub enum BatchError {
 pub struct BatchOptions {
     pub threads: usize,
     pub max_article_bytes: usize,
+    /// The UTC offset of a `published_at` written without one.
+    pub published_at_offset: crate::time::UtcOffset,
     /// Print progress to stderr every this often (None: never).
     pub progress_every: Option<Duration>,
 }
@@ -210,13 +212,20 @@ pub fn run_batch<S: ArticleStore>(
     let mut summary = BatchSummary::default();
     let mut last_progress = Instant::now();
     let max = opts.max_article_bytes;
+    let rules = ReadRules {
+        max_bytes: max,
+        published_at_offset: opts.published_at_offset,
+    };
     let mut input = input;
     ordered_map(
         || read_line_limited(&mut input, max),
         opts.threads,
         opts.threads * 64,
         |line| match line {
-            Line::Bytes(bytes) => (bytes.len(), pipeline::prepare(&bytes, fingerprinter, max)),
+            Line::Bytes(bytes) => (
+                bytes.len(),
+                pipeline::prepare(&bytes, fingerprinter, &rules),
+            ),
             Line::TooLong(len) => (
                 len,
                 Prepared::Invalid(InvalidArticle::new(

@@ -1,6 +1,7 @@
 //! The configuration file: one TOML section per concern, each defined next to the code it
 //! configures (see config/default.toml for every key).
 
+pub use crate::article::InputConfig;
 pub use crate::dedup::DedupConfig;
 pub use crate::fingerprint::FingerprintConfig;
 pub use crate::index::IndexConfig;
@@ -12,6 +13,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    pub input: InputConfig,
     pub fingerprint: FingerprintConfig,
     pub index: IndexConfig,
     pub dedup: DedupConfig,
@@ -27,11 +29,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("invalid config file {path}: {source}")]
+    /// Says where and what, never the offending text (a line may hold a password).
+    #[error("invalid config file {path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
     Parse {
         path: PathBuf,
-        #[source]
-        source: toml::de::Error,
+        line: Option<usize>,
+        message: String,
     },
 }
 
@@ -41,9 +44,12 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
-            source,
+            line: e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1),
+            message: e.message().to_owned(),
         })
     }
 }
@@ -56,9 +62,24 @@ mod tests {
     fn shipped_default_toml_matches_code_defaults() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
         let cfg = Config::load(&path).unwrap();
+        assert_eq!(cfg.input, InputConfig::default());
         assert_eq!(cfg.fingerprint, FingerprintConfig::default());
         assert_eq!(cfg.index, IndexConfig::default());
         assert_eq!(cfg.dedup, DedupConfig::default());
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line_but_never_prints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(
+            &path,
+            "[service.kafka]\n\"sasl.username\" = \"svc\"\n\"sasl.password\" = \"hunter2-secret\n",
+        )
+        .unwrap();
+        let message = Config::load(&path).unwrap_err().to_string();
+        assert!(message.contains("line 3"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
     }
 
     #[test]

@@ -338,6 +338,7 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             let opts = BatchOptions {
                 threads: threads(t),
                 max_article_bytes,
+                published_at_offset: config.input.published_at_offset,
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
             };
             cmd_batch(&input, &output, &index_dir, threshold, &opts, &config)
@@ -794,7 +795,16 @@ fn cmd_index_rebuild(
     let progress = (!quiet).then_some(Duration::from_secs(5));
     let summary = match &source {
         Source::Files(inputs) => {
-            let s = replica::rebuild_from_files(&mut index, &fp, inputs, threads, progress)?;
+            let s = replica::rebuild_from_files(
+                &mut index,
+                &fp,
+                inputs,
+                replica::ApplyOptions {
+                    threads,
+                    published_at_offset: config.input.published_at_offset,
+                },
+                progress,
+            )?;
             index.sync()?;
             s
         }
@@ -808,7 +818,17 @@ fn cmd_index_rebuild(
                     .map_or("", String::as_str),
                 index_dir.display()
             );
-            replica::rebuild_from_topics(&mut index, &fp, topics, threads, progress, "rebuild")?
+            replica::rebuild_from_topics(
+                &mut index,
+                &fp,
+                topics,
+                replica::ApplyOptions {
+                    threads,
+                    published_at_offset: config.input.published_at_offset,
+                },
+                progress,
+                "rebuild",
+            )?
         }
     };
     let counts = newsdedup::index::ArticleStore::counts(&index);

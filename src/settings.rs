@@ -344,6 +344,8 @@ pub struct Settings {
     pub threshold: u32,
     /// `--retention` over `[index] retention`.
     pub retention: Option<TimeSpan>,
+    /// `[input] published_at_offset`.
+    pub published_at_offset: crate::time::UtcOffset,
     pub metrics_addr: SocketAddr,
     /// Final librdkafka configuration of the consumer.
     pub consumer_properties: BTreeMap<String, String>,
@@ -398,6 +400,7 @@ impl Settings {
             service,
             threshold,
             retention: args.retention.or(config.index.retention),
+            published_at_offset: config.input.published_at_offset,
             metrics_addr,
             consumer_properties,
             producer_properties,
@@ -577,7 +580,61 @@ fn user_properties(
         let (k, v) = parse_property(p)?;
         user.insert(k, v);
     }
+    read_secret_files(&mut user)?;
     Ok(user)
+}
+
+/// Whether a librdkafka property holds a secret: its value is never printed, and it can be read
+/// from a file (`<property>.file`).
+pub fn is_secret_property(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key == "ssl.key.pem"
+        || key == "sasl.oauthbearer.config"
+}
+
+/// `message` with the value of every secret property in `properties` replaced, for errors that
+/// quote a client's configuration.
+pub fn redact_secrets(message: &str, properties: &BTreeMap<String, String>) -> String {
+    let mut out = message.to_owned();
+    for (key, value) in properties {
+        if is_secret_property(key) && !value.is_empty() {
+            out = out.replace(value.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
+/// Replaces each `<secret property>.file` (e.g. `sasl.password.file=/run/secrets/kafka`) with the
+/// property read from that file (one trailing newline dropped), so a password need not be on the
+/// command line (visible in /proc) or in the configuration file.
+fn read_secret_files(user: &mut BTreeMap<String, String>) -> Result<(), SettingsError> {
+    let files: Vec<(String, String)> = user
+        .iter()
+        .filter(|(k, _)| k.ends_with(".file"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (key, path) in files {
+        let property = key.trim_end_matches(".file");
+        if !is_secret_property(property) {
+            return Err(invalid(format!(
+                "{key}: only a secret property (a password, a secret, ssl.key.pem) can be read from a file; set {property} itself"
+            )));
+        }
+        let text = std::fs::read_to_string(path.trim()).map_err(|e| {
+            invalid(format!(
+                "{key}: cannot read {property} from {}: {e}",
+                path.trim()
+            ))
+        })?;
+        let secret = text
+            .strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&text);
+        user.remove(&key);
+        user.insert(property.to_owned(), secret.to_owned());
+    }
+    Ok(())
 }
 
 /// Refuses properties that have a flag or that would break the service's guarantees.
@@ -707,8 +764,10 @@ pub fn reader_properties(
 pub fn parse_property(text: &str) -> Result<(String, String), SettingsError> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        // The text is not echoed: it may be a mistyped `sasl.password=...`.
         _ => Err(invalid(format!(
-            "-X {text:?}: expected KEY=VALUE, e.g. -X security.protocol=SSL"
+            "an -X argument ({} characters) is not KEY=VALUE, e.g. -X security.protocol=SSL",
+            text.chars().count()
         ))),
     }
 }
@@ -820,6 +879,38 @@ const PRODUCER_ONLY: [&str; 29] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_come_from_files_and_are_never_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("password");
+        std::fs::write(&path, "s3cret-value\n").unwrap();
+        let mut user =
+            BTreeMap::from([("sasl.password.file".to_owned(), path.display().to_string())]);
+        read_secret_files(&mut user).unwrap();
+        assert_eq!(
+            user,
+            BTreeMap::from([("sasl.password".to_owned(), "s3cret-value".to_owned())])
+        );
+        let mut not_secret = BTreeMap::from([(
+            "session.timeout.ms.file".to_owned(),
+            path.display().to_string(),
+        )]);
+        assert!(read_secret_files(&mut not_secret).is_err());
+        let mut missing = BTreeMap::from([(
+            "ssl.key.password.file".to_owned(),
+            "/nonexistent/newsdedup-secret".to_owned(),
+        )]);
+        let e = read_secret_files(&mut missing).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/newsdedup-secret"), "{e}");
+        let e = parse_property("sasl.password:hunter2")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let props = BTreeMap::from([("sasl.password".to_owned(), "hunter2".to_owned())]);
+        let redacted = redact_secrets("Invalid value \"hunter2\" for property", &props);
+        assert!(!redacted.contains("hunter2"), "{redacted}");
+    }
     use clap::{CommandFactory, FromArgMatches, Parser};
 
     #[derive(Parser)]

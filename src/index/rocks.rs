@@ -1218,8 +1218,14 @@ impl RestoreTarget for RocksIndex {
             None => Apply::Skip,
             Some(r) => {
                 let apply = restore::apply_rule(self.get(&r.id)?, &r.article);
+                // A newer version remembers the one it replaces, as the live decision does.
+                let earlier = match &apply {
+                    Apply::Replace(p) => p.history_after(),
+                    _ => Vec::new(),
+                };
                 let article = StoredArticle {
                     seq: counts.next_seq,
+                    earlier,
                     ..r.article.clone()
                 };
                 let previous = match &apply {
@@ -1483,7 +1489,7 @@ impl RocksIndex {
             expiry_key(article.event_ms, article.seq),
             id.as_bytes(),
         );
-        counts.stream_time_ms = counts.stream_time_ms.max(article.event_ms);
+        counts.stream_time_ms = counts.stream_time_ms.max(article.stream_time_ms());
         self.expiry_floor
             .fetch_min(article.event_ms, Ordering::Relaxed);
         if searchable {
@@ -1552,11 +1558,12 @@ mod tests {
             event_ms,
             published_ms: None,
             event_time_clamped: false,
+            earlier: Vec::new(),
             seq,
             fingerprint: Fingerprint(u64::from(bin) * 0x9e37_79b9),
             url: None,
             title: None,
-            first_seen_ms: 0,
+            first_seen_ms: event_ms.max(0) as u64,
             decision: StoredDecision::Unique,
             matched: None,
             sketch: Some(Sketch {

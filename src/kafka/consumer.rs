@@ -101,7 +101,9 @@ pub fn create_consumer(
     for (k, v) in properties {
         config.set(k, v);
     }
-    config.create_with_context(ctx)
+    config
+        .create_with_context(ctx)
+        .map_err(|e| super::producer::redacted(e, properties))
 }
 
 impl ClientContext for ConsumerCtx {
