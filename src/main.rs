@@ -5,13 +5,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
 use newsdedup::audit::{self, AuditOptions, Header};
-use newsdedup::batch::{self, BatchOptions, Line};
+use newsdedup::batch::{self, BatchOptions};
 use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::config::{Config, DedupConfig};
 use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::RocksIndex;
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
+use newsdedup::ordered::{self, Line};
 use newsdedup::replica::{self, TopicSource};
 use newsdedup::settings::{self, ReplayArgs, RunArgs};
 use newsdedup::time::TimeSpan;
@@ -464,8 +465,8 @@ fn cmd_fingerprint(input: Option<&Path>, explain: bool, top: usize, config: &Con
     let fp = fingerprinter(config)?;
     let mut out = open_output(Path::new("-"))?;
     let mut input = open_input(input)?;
-    batch::ordered_map(
-        || batch::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
+    ordered::ordered_map(
+        || ordered::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
         threads(None),
         256,
         |line| fingerprint_line(&fp, line, explain, top),
@@ -582,7 +583,7 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
                 .unwrap_or_else(|| service.unique_topic.clone());
             let time = |t: &Option<String>, flag: &str| {
                 t.as_deref()
-                    .map(audit::parse_time_arg)
+                    .map(newsdedup::time::parse_time_arg)
                     .transpose()
                     .with_context(|| format!("invalid {flag}"))
             };

@@ -5,11 +5,16 @@
 //! idempotent, each record's topic position written with it.
 
 use crate::article::{ReadRules, DEFAULT_MAX_ARTICLE_BYTES};
-use crate::batch::{read_line_limited, Line};
+use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
+use crate::index::{ArticleStore, StoredArticle};
 use crate::kafka::follow::Follower;
-use crate::restore::{restore_all, RestoreRunError, RestoreSummary, SourceRecord};
+use crate::ordered::{read_line_limited, Line};
+use crate::restore::{
+    apply_rule, restore_all, Apply, RestoreRunError, RestoreSummary, RestoreTarget, Restored,
+    SourceRecord,
+};
 use crate::time::UtcOffset;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
@@ -73,6 +78,40 @@ impl Progress {
             "{}: {} records ({rate:.0}/s): {} added, {} replaced, {} already indexed{eta}",
             self.label, s.records, s.inserted, s.replaced, s.already_indexed
         );
+    }
+}
+
+impl RestoreTarget for RocksIndex {
+    /// Idempotent (`restore::apply_rule`); the article and the read position in one write.
+    fn apply_restored(
+        &mut self,
+        restored: Option<&Restored>,
+        position: Option<(&str, i32, i64)>,
+    ) -> Result<Apply, IndexError> {
+        let Some(r) = restored else {
+            self.write_restored(None, position)?;
+            return Ok(Apply::Skip);
+        };
+        let apply = apply_rule(self.get(&r.id)?, &r.article);
+        match &apply {
+            Apply::Skip if position.is_none() => {}
+            Apply::Skip => self.write_restored(None, position)?,
+            Apply::Insert => {
+                self.write_restored(Some((&r.id, None, &r.article, r.searchable)), position)?
+            }
+            Apply::Replace(previous) => {
+                // A newer version remembers the one it replaces, as the live decision does.
+                let article = StoredArticle {
+                    earlier: previous.history_after(),
+                    ..r.article.clone()
+                };
+                self.write_restored(
+                    Some((&r.id, Some(previous), &article, r.searchable)),
+                    position,
+                )?
+            }
+        }
+        Ok(apply)
     }
 }
 

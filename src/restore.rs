@@ -281,7 +281,7 @@ pub fn restore_all<T: RestoreTarget>(
     let started = Instant::now();
     let mut summary = RestoreSummary::default();
     let now = crate::dedup::now_ms();
-    crate::batch::ordered_map(
+    crate::ordered::ordered_map(
         next,
         threads,
         threads * 64,

@@ -223,6 +223,23 @@ pub struct TimeSpan {
 }
 
 /// A span that is not `<number><unit>`.
+/// A time argument (`--from-time`, `--to-time`) that is not a time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{text:?} is not a time: use RFC 3339 (2024-03-01T08:00:00Z, 2024-03-01T16:00:00+08:00), \
+     2024-03-01 08:00 or 2024-03-01 (UTC), or Unix seconds / milliseconds"
+)]
+pub struct BadTime {
+    pub text: String,
+}
+
+/// Reads a `--from-time` / `--to-time` value (see [`parse_time`]).
+pub fn parse_time_arg(text: &str) -> Result<i64, BadTime> {
+    parse_time(text).ok_or_else(|| BadTime {
+        text: text.to_owned(),
+    })
+}
+
 /// A fixed offset from UTC, written `+08:00`, `-05:00`, `+0530` or `Z` (UTC).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UtcOffset {

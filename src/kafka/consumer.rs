@@ -603,7 +603,7 @@ fn consume(
             pressure = false;
         }
         // One active instance: nothing is fetched while another member holds partitions.
-        let shared_group = exclusive && !super::exclusive::alone(&shared.health);
+        let shared_group = exclusive && !shared.health.alone();
         let want_paused = pressure || shared_group;
         if want_paused != paused || (rebalanced && paused) {
             set_paused(consumer, want_paused);
