@@ -61,7 +61,7 @@ pub struct ServiceConfig {
     /// Messages consumed but not yet indexed and delivered before fetching pauses
     #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT", default_value_t = defaults().max_in_flight)]
     pub max_in_flight: usize,
-    /// Bytes of consumed records (value and key) not yet indexed and delivered before fetching
+    /// Bytes of consumed records (value, key and headers) not yet indexed and delivered before fetching
     /// pauses: bounds memory with large records
     #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT_BYTES", default_value_t = defaults().max_in_flight_bytes)]
     pub max_in_flight_bytes: usize,
@@ -92,7 +92,8 @@ pub struct ServiceConfig {
     /// for a member that held them all before); 0 = allow several members
     #[arg(long, env = "NEWSDEDUP_EXCLUSIVE_GRACE_MS", default_value_t = defaults().exclusive_grace_ms)]
     pub exclusive_grace_ms: u64,
-    /// librdkafka properties for both the consumer and the producer, e.g.
+    /// librdkafka properties (consumer-only ones go to the consumer, producer-only ones to the
+    /// producer, the rest to both), e.g.
     /// `"security.protocol" = "SSL"` (quote keys with dots). File only; `-X` on the command line.
     #[arg(skip)]
     pub kafka: BTreeMap<String, toml::Value>,

@@ -139,7 +139,7 @@ fn block_index_equals_brute_force_within_three() {
         }
     }
     for d in 4..=6 {
-        // Printed for the record (see README "Index"): the fraction of true neighbours at distance d
+        // Printed for the record: the fraction of true neighbours at distance d
         // that share a block. Theory for random bit flips: 1 - P(every block hit).
         println!(
             "distance {d}: {}/{} true neighbours found ({:.1}%)",

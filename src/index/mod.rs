@@ -19,8 +19,9 @@ pub use rocks::{RocksIndex, SyncHandle};
 pub struct IndexConfig {
     /// RocksDB block cache shared by all column families, in MiB.
     pub block_cache_mib: usize,
-    /// fsync the WAL on every write. Off by default: the service syncs the WAL before each offset
-    /// commit instead, which gives the same guarantee at a fraction of the cost.
+    /// fsync the WAL on every write. Off by default: the service syncs the WAL once per group of
+    /// decisions before their outputs are produced, and again before each offset commit, which
+    /// gives the same guarantee at a fraction of the cost.
     pub sync_writes: bool,
     /// Retention window by event time (`"30d"`; None: keep every article for ever). An indexed
     /// article no longer matches an article more than this newer, and is removed once it is
