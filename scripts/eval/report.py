@@ -67,6 +67,8 @@ def render(rep: dict, images: dict[str, str] | None = None) -> str:
         lines += _stretch(rep["stretch_recall"])
     if rep.get("excerpt_recall"):
         lines += _excerpts(rep["excerpt_recall"], rep["roundups"])
+    if rep.get("extension_recall"):
+        lines += _extensions(rep["extension_recall"])
     if rep.get("silver_recall"):
         lines += ["## Natural near-duplicates in the corpus (silver pairs)", "",
                   "Pairs from `silver_char5_minhash_pairs.jsonl` with both members in the stream; a hit = the later "
@@ -84,7 +86,7 @@ def _setup(cfg: dict, run: dict) -> list[str]:
     rows = [["corpus articles in stream", cfg["n_corpus"]], ["generated reposts (standard)", cfg["n_reposts"]],
             ["originals sampled (long / short)", f"{cfg['originals_long']} / {cfg['originals_short']}"],
             ["stretch reposts (traditional)", cfg["n_stretch"]],
-            ["excerpt reposts / roundups", f"{cfg.get('n_excerpts', 0)} / {cfg.get('n_roundups', 0)}"],
+            ["excerpt reposts / roundups / extensions", f"{cfg.get('n_excerpts', 0)} / {cfg.get('n_roundups', 0)} / {cfg.get('n_extensions', 0)}"],
             ["stream lines", cfg["n_stream"]],
             ["seed", cfg["seed"]], ["binary", f"`{cfg['bin']}`"],
             ["threshold (Hamming, batch run)", cfg["threshold"]],
@@ -166,6 +168,26 @@ def _excerpts(ex: dict, ru: dict) -> list[str]:
     if ex.get("misses_examples"):
         lines += ["Missed excerpts:", ""]
         lines += _table(["excerpt id", "length", "distance to original", "decision"],
+                        [[m["id"], m["length_class"], m["distance_to_original"], m["decision"]]
+                         for m in ex["misses_examples"]])
+    return lines
+
+
+def _extensions(ex: dict) -> list[str]:
+    lines = ["## Extensions (reported separately)", "",
+             "An extension is a later article holding the whole original plus new text: `insert_paragraph` puts one "
+             "paragraph of two or more sentences from another article (15-30% of the original's length) "
+             "between two of its paragraphs; `append` adds 20-60% of its length at the end (an update). One "
+             "report, so a duplicate. Excluded from the headline figures.", ""]
+    rows = []
+    if ex.get("overall"):
+        rows.append(["extensions: all", ex["overall"]["n"], ex["overall"]["hits"], _pct(ex["overall"]["rate"])])
+        rows += _rate_rows(ex["by_length"], lambda k: f"extensions: {k}")
+        rows += _rate_rows(ex.get("by_kind", {}), lambda k: f"extensions: {k}")
+    lines += _table(["group", "articles", "flagged duplicate", "rate"], rows)
+    if ex.get("misses_examples"):
+        lines += ["Missed extensions:", ""]
+        lines += _table(["extension id", "length", "distance to original", "decision"],
                         [[m["id"], m["length_class"], m["distance_to_original"], m["decision"]]
                          for m in ex["misses_examples"]])
     return lines
