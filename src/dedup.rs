@@ -11,7 +11,7 @@ use crate::index::{
     StoredDecision,
 };
 use crate::simhash::Fingerprint;
-use crate::sketch::{BinMask, Similarity, Sketch};
+use crate::sketch::{BinMask, Similarity, Sketch, TEMPLATE_PAGE_BINS};
 use serde::{Deserialize, Serialize};
 
 /// The extension rule's sanity check: the estimated share of A's 4-grams found in B must be at
@@ -71,13 +71,15 @@ pub struct DedupConfig {
     /// Template text does not carry a decision: sketch bins whose value many indexed articles
     /// hold (the band bucket holding it is crowded) are left out of the second check.
     pub template_discount: bool,
-    /// A candidate within the simhash threshold whose second check lost bins to template text is
-    /// a duplicate only if at least this share of the new article's remaining (not template)
-    /// 4-grams is in it, when at least `template_min_bins` such bins are left to tell: two reports
-    /// that share a template, page chrome or boilerplate differ in the rest.
+    /// A candidate whose second check lost bins to template text is a duplicate only if at least
+    /// this share of the new article's remaining (not template) 4-grams is in it, when at least
+    /// `template_min_bins` such bins are left to tell: two reports that share a template, page
+    /// chrome or boilerplate differ in the rest.
     pub template_min_containment: f64,
     /// Fewer of the new article's bins than this left after the template discount: too little to
-    /// overrule simhash.
+    /// tell, and simhash decides, unless the article is mostly template (`sketch::
+    /// TEMPLATE_PAGE_BINS` of its bins or more): then nothing but the template is known to be
+    /// shared, and no rule accepts the candidate.
     pub template_min_bins: u32,
 }
 
@@ -108,12 +110,17 @@ impl DedupConfig {
         }
     }
 
-    /// The template discount overrules a simhash match: bins were left out as template text, and
-    /// enough of A's remaining bins show that little of the rest is shared.
+    /// The template discount overrules a match: bins were left out as template text, and either
+    /// enough of A's remaining bins show that little of the rest is shared, or A is mostly
+    /// template ([`TEMPLATE_PAGE_BINS`] of its bins or more) and too few bins are left to show
+    /// that anything but the template is shared (two pages of one site's chrome).
     fn template_overrules(&self, s: &Similarity) -> bool {
         s.template_bins > 0
-            && s.a_bins() >= self.template_min_bins
-            && s.a_in_b < self.template_min_containment
+            && if s.a_bins() >= self.template_min_bins {
+                s.a_in_b < self.template_min_containment
+            } else {
+                s.template_bins >= TEMPLATE_PAGE_BINS
+            }
     }
 
     /// The extension test: A the longer, B (almost) whole inside it and a large enough part of
@@ -139,7 +146,11 @@ impl DedupConfig {
             .then_some(MatchRule::Simhash)
         } else {
             let s = sim.filter(|_| self.sketch_search || distance <= self.rescue_distance)?;
-            if s.a_in_b >= self.rescue_min_containment && s.jaccard >= self.rescue_min_jaccard {
+            if self.template_overrules(&s) {
+                None
+            } else if s.a_in_b >= self.rescue_min_containment
+                && s.jaccard >= self.rescue_min_jaccard
+            {
                 Some(MatchRule::Resemblance)
             } else if self.excerpt_min_containment > 0.0
                 && s.a_in_b >= self.excerpt_min_containment
@@ -261,10 +272,18 @@ impl DedupConfig {
                 100.0 * s.b_share_of_a(),
                 100.0 * self.extension_min_share
             ),
-            None if distance <= self.threshold && self.template_overrules(&s) => format!(
-                "none: distance {distance} <= threshold, but once template text is left out only \
-                 {share} (< {}): the two share a template, not a report",
-                self.template_min_containment
+            None if self.template_overrules(&s) && s.a_bins() >= self.template_min_bins => {
+                format!(
+                    "none: once template text is left out only {share} (< {}): the two share a \
+                     template, not a report",
+                    self.template_min_containment
+                )
+            }
+            None if self.template_overrules(&s) => format!(
+                "none: A is mostly template text and only {} of its bins are left (< {}): \
+                 nothing but the template is known to be shared",
+                s.a_bins(),
+                self.template_min_bins
             ),
             None if distance <= self.threshold => format!(
                 "none: distance {distance} <= threshold, but containment {:.2} < {}",
@@ -615,4 +634,120 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second check with `shared`, `a_only`, `b_only` bins and the texts' 4-gram counts.
+    fn sim(shared: u32, a_only: u32, b_only: u32, na: u32, nb: u32) -> Similarity {
+        let used = f64::from(shared + a_only + b_only);
+        let share = |miss: u32| f64::from(shared) / f64::from(shared + miss).max(1.0);
+        Similarity {
+            jaccard: f64::from(shared) / used,
+            containment: 1.0,
+            a_in_b: share(a_only),
+            b_in_a: share(b_only),
+            shared_bins: shared,
+            a_only_bins: a_only,
+            b_only_bins: b_only,
+            template_bins: 0,
+            a_shingles: na,
+            b_shingles: nb,
+        }
+    }
+
+    #[test]
+    fn relation_from_both_directions() {
+        let rule = DedupConfig::default();
+        // Near-identical.
+        assert_eq!(
+            rule.relation_of(Some(sim(30, 1, 1, 500, 500))),
+            Relation::Copy
+        );
+        // A is half of B, all of it in B.
+        assert_eq!(
+            rule.relation_of(Some(sim(16, 0, 16, 250, 500))),
+            Relation::Excerpt
+        );
+        // A holds B whole plus as much again.
+        assert_eq!(
+            rule.relation_of(Some(sim(16, 16, 0, 1000, 500))),
+            Relation::Extension
+        );
+        // Each has a third the other lacks.
+        assert_eq!(
+            rule.relation_of(Some(sim(16, 8, 8, 500, 500))),
+            Relation::Rewrite
+        );
+        // No sketch: only simhash agreed.
+        assert_eq!(rule.relation_of(None), Relation::Copy);
+    }
+
+    #[test]
+    fn extension_rule_takes_updates_not_digests() {
+        let rule = DedupConfig::default();
+        let beyond = rule.threshold + 5;
+        // B whole in A, B 60% of A: an update.
+        let update = sim(19, 13, 0, 1000, 600);
+        assert_eq!(
+            rule.judge(beyond, Some(update)),
+            Some((MatchRule::Extension, Relation::Extension))
+        );
+        // B whole in A but a fifth of it: a digest.
+        assert_eq!(rule.judge(beyond, Some(sim(7, 25, 0, 1000, 200))), None);
+        // B's bins say "inside A", but far too few of A's 4-grams are in B for B to be 60% of A:
+        // lucky bins (a template sibling), not an extension.
+        assert_eq!(rule.judge(beyond, Some(sim(13, 19, 1, 1000, 600))), None);
+        // A shorter than B is never an extension.
+        assert!(!rule.is_extension(&sim(19, 13, 0, 500, 600)));
+        // A relation left out of duplicate_relations is not a match.
+        let strict = DedupConfig {
+            duplicate_relations: vec![Relation::Copy, Relation::Rewrite, Relation::Excerpt],
+            ..DedupConfig::default()
+        };
+        assert_eq!(strict.judge(beyond, Some(update)), None);
+        assert!(strict
+            .explain(beyond, Some(update))
+            .contains("not in duplicate_relations"));
+    }
+
+    #[test]
+    fn template_bins_overrule_a_simhash_match() {
+        let rule = DedupConfig::default();
+        // Within the threshold, 10 bins were template; of the 10 left, 2 are shared: the two share
+        // a template, not a report.
+        let templated = Similarity {
+            template_bins: 10,
+            ..sim(2, 8, 8, 500, 500)
+        };
+        assert_eq!(rule.judge(1, Some(templated)), None);
+        assert!(rule.explain(1, Some(templated)).contains("template"));
+        // The same numbers without template bins: simhash decides.
+        assert!(rule.judge(1, Some(sim(2, 8, 8, 500, 500))).is_some());
+        // Mostly template and only two bins left: nothing but the template is known to be shared.
+        let page = Similarity {
+            template_bins: 20,
+            ..sim(2, 0, 0, 300, 300)
+        };
+        assert_eq!(rule.judge(1, Some(page)), None);
+        assert_eq!(rule.judge(9, Some(page)), None);
+        // A few template bins (a common phrase) and the rest shared: still a duplicate.
+        let phrase = Similarity {
+            template_bins: 3,
+            ..sim(27, 1, 1, 500, 500)
+        };
+        assert_eq!(
+            rule.judge(1, Some(phrase)),
+            Some((MatchRule::Simhash, Relation::Copy))
+        );
+        // The discount off: no bins are left out.
+        let off = DedupConfig {
+            template_discount: false,
+            ..DedupConfig::default()
+        };
+        assert_eq!(off.template_bins(0xfff), 0);
+        assert_ne!(rule.template_bins(0xfff), 0);
+    }
 }

@@ -262,6 +262,22 @@ impl Sketch {
         if self.is_empty() || other.is_empty() {
             return none;
         }
+        // A text that is mostly template (its unbanded bins left out, see `template_bins`): in a
+        // Jaccard band that is not crowded but agrees with B on one bin only, that bin may be the
+        // template's (the band is rare only through its other bin), so it is left out too. A
+        // band agreeing on both bins, or a containment band (one bin), vouches for its values.
+        let mut common = common;
+        if common & UNBANDED_BINS == UNBANDED_BINS {
+            for band in 0..BANDS {
+                let bins = band_bins(band);
+                let agree = (0..BINS)
+                    .filter(|&i| bins & (1 << i) != 0 && self.bins[i] == other.bins[i])
+                    .count();
+                if common & bins == 0 && agree == 1 {
+                    common |= bins;
+                }
+            }
+        }
         let (mut shared, mut a_only, mut b_only, mut template) = (0u32, 0u32, 0u32, 0u32);
         for (i, (a, b)) in self.bins.iter().zip(other.bins.iter()).enumerate() {
             let is_common = common & (1 << i) != 0;
@@ -494,6 +510,41 @@ mod tests {
                 assert_eq!(Sketch::of(&text[..end]), sketch_reference(&text[..end]));
             }
         }
+    }
+
+    #[test]
+    fn template_bins_are_left_out() {
+        // Bands 0 (bins 0, 1) and 8 (bin 16) crowded: three bins; with eight or more crowded, the
+        // unbanded bins 20..32 too.
+        assert_eq!(crowded_bins(0b1_0000_0001), 0b1_0000_0000_0000_0011);
+        assert_eq!(template_bins(0b1_0000_0001), 0b1_0000_0000_0000_0011);
+        let many = template_bins(0b1111);
+        assert_eq!(many, 0xff | UNBANDED_BINS);
+        let story = Sketch::of(&PARAGRAPHS.concat());
+        let mut copy = story;
+        copy.bins[BINS - 1] = 7; // one bin differs
+        let all = copy.similarity(&story);
+        assert_eq!(
+            (all.shared_bins, all.a_only_bins, all.template_bins),
+            (31, 1, 0)
+        );
+        // Bins 0 and 1 held by many articles: left out, shared or not.
+        let some = copy.similarity_discounting(&story, 0b11);
+        assert_eq!(
+            (some.shared_bins, some.a_only_bins, some.template_bins),
+            (29, 1, 2)
+        );
+        // B's own smaller value in a common bin is still B's (not the common value).
+        let mut lower = story;
+        lower.bins[0] = 1;
+        let b_lower = copy.similarity_discounting(&lower, 0b1);
+        assert_eq!((b_lower.b_only_bins, b_lower.template_bins), (1, 0));
+        // Mostly template: a Jaccard band agreeing on one bin only is left out whole.
+        let mut half = story;
+        half.bins[9] = 3; // band 4 (bins 8, 9) agrees on bin 8 only
+        let t = half.similarity_discounting(&story, template_bins(0b1111));
+        assert_eq!(t.template_bins, 8 + 12 + 2);
+        assert_eq!((t.shared_bins, t.a_only_bins), (10, 0));
     }
 
     #[test]
