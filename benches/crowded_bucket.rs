@@ -59,6 +59,7 @@ fn main() {
             event_ms: 0,
             published_ms: None,
             event_time_clamped: false,
+            earlier: Vec::new(),
             seq,
             fingerprint: fp,
             url: None,

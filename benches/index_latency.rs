@@ -76,6 +76,7 @@ fn main() {
                 event_ms: 0,
                 published_ms: None,
                 event_time_clamped: false,
+                earlier: Vec::new(),
                 seq,
                 fingerprint: Fingerprint(rng.gen()),
                 url: Some(format!("https://news.example.com/2019/{seq}.html")),

@@ -125,6 +125,7 @@ fn main() {
                 event_ms,
                 published_ms: Some(event_ms),
                 event_time_clamped: false,
+                earlier: Vec::new(),
             };
             index
                 .insert(&format!("a{seq}"), &rec, unique)

@@ -9,6 +9,8 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::time::UtcOffset;
+
 /// Longest accepted article id, in bytes (ids are Kafka keys and RocksDB keys).
 pub const MAX_ID_BYTES: usize = 512;
 /// Default cap on one raw article record. Large enough for a 10 MB article body.
@@ -92,6 +94,34 @@ impl InvalidArticle {
 /// A validated article, borrowing the record it was read from. Only the fields newsdedup reads
 /// are decoded (strings without escapes stay borrowed); every other member is checked for syntax
 /// and skipped, and reaches the output as the original text (see [`crate::output::open_record`]).
+/// How input records are read: the size limit and the `[input]` section of the configuration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadRules {
+    /// Largest record, in bytes.
+    pub max_bytes: usize,
+    /// The UTC offset of a `published_at` written without one.
+    pub published_at_offset: UtcOffset,
+}
+
+impl ReadRules {
+    /// Records up to `max_bytes`, offset-less times read as UTC.
+    pub fn new(max_bytes: usize) -> ReadRules {
+        ReadRules {
+            max_bytes,
+            published_at_offset: UtcOffset::UTC,
+        }
+    }
+}
+
+/// The `[input]` section of the configuration file.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InputConfig {
+    /// The UTC offset of a `published_at` written without one (`+08:00` for feeds that write
+    /// Beijing time bare). Default: UTC.
+    pub published_at_offset: UtcOffset,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Article<'a> {
     /// The whole record: valid UTF-8, one JSON object.
@@ -245,11 +275,12 @@ impl<'a> Article<'a> {
         self.published_at.as_deref()
     }
 
-    /// `published_at` read as a time (Unix ms, see [`crate::time::parse_time`]): None when absent
-    /// or not a time this reads (the article is still valid; its event time then comes from the
-    /// record or the arrival).
-    pub fn published_ms(&self) -> Option<i64> {
-        self.published_at().and_then(crate::time::parse_time)
+    /// `published_at` read as a time (Unix ms, see [`crate::time::parse_time_in`]; a time without
+    /// an offset is in `naive`): None when absent or not a time this reads (the article is still
+    /// valid; its event time then comes from the record or the arrival).
+    pub fn published_ms(&self, naive: UtcOffset) -> Option<i64> {
+        self.published_at()
+            .and_then(|t| crate::time::parse_time_in(t, naive))
     }
 
     /// The record's own text (trimmed of nothing; see `output::open_record`).

@@ -1,22 +1,132 @@
 //! The configuration file: one TOML section per concern, each defined next to the code it
-//! configures (see config/default.toml for every key).
+//! configures (see config/default.toml for every key), except `[service]`, defined here because it
+//! is also the flags of `run`, `standby` and `replay` (resolved by `settings`).
 
+pub use crate::article::InputConfig;
 pub use crate::dedup::DedupConfig;
 pub use crate::fingerprint::FingerprintConfig;
 pub use crate::index::IndexConfig;
-pub use crate::settings::ServiceConfig;
+use clap::Args;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The whole configuration file.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
+    pub input: InputConfig,
     pub fingerprint: FingerprintConfig,
     pub index: IndexConfig,
     pub dedup: DedupConfig,
-    /// Service settings (`newsdedup run`, see `settings`).
+    /// Service settings (`newsdedup run`, resolved by `settings`).
     pub service: ServiceConfig,
+}
+
+/// The `[service]` section of the configuration file and the flags of `newsdedup run` (every
+/// key optional; see config/default.toml).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Kafka bootstrap servers, host:port[,host:port...]
+    #[arg(long, env = "NEWSDEDUP_BROKERS", value_name = "HOST:PORT,...", default_value_t = defaults().brokers)]
+    pub brokers: String,
+    /// Consumer group id
+    #[arg(long, env = "NEWSDEDUP_GROUP_ID", default_value_t = defaults().group_id)]
+    pub group_id: String,
+    /// Topic of raw articles
+    #[arg(long, env = "NEWSDEDUP_INPUT_TOPIC", default_value_t = defaults().input_topic)]
+    pub input_topic: String,
+    /// Topic for unique articles
+    #[arg(long, env = "NEWSDEDUP_UNIQUE_TOPIC", default_value_t = defaults().unique_topic)]
+    pub unique_topic: String,
+    /// Topic for near-duplicates
+    #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", default_value_t = defaults().duplicate_topic)]
+    pub duplicate_topic: String,
+    /// Dead-letter topic for records that are not valid articles
+    #[arg(long, env = "NEWSDEDUP_DLQ_TOPIC", default_value_t = defaults().dlq_topic)]
+    pub dlq_topic: String,
+    /// Index directory (RocksDB), locked by the one running instance
+    #[arg(long, env = "NEWSDEDUP_INDEX_DIR", default_value_os_t = defaults().index_dir)]
+    pub index_dir: PathBuf,
+    /// HTTP listen address for /metrics, /health and /ready
+    #[arg(long, env = "NEWSDEDUP_METRICS_ADDR", value_name = "IP:PORT", default_value_t = defaults().metrics_addr)]
+    pub metrics_addr: String,
+    /// Fingerprinting threads, 0 = one per core
+    #[arg(long, env = "NEWSDEDUP_THREADS", default_value_t = defaults().threads)]
+    pub threads: usize,
+    /// Largest accepted message value in bytes; larger ones go to the DLQ as `oversized`
+    #[arg(long, env = "NEWSDEDUP_MAX_ARTICLE_BYTES", default_value_t = defaults().max_article_bytes)]
+    pub max_article_bytes: usize,
+    /// Messages consumed but not yet indexed and delivered before fetching pauses
+    #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT", default_value_t = defaults().max_in_flight)]
+    pub max_in_flight: usize,
+    /// Bytes of consumed records (value and key) not yet indexed and delivered before fetching
+    /// pauses: bounds memory with large records
+    #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT_BYTES", default_value_t = defaults().max_in_flight_bytes)]
+    pub max_in_flight_bytes: usize,
+    /// Commit done offsets at least this often (milliseconds)
+    #[arg(long, env = "NEWSDEDUP_COMMIT_INTERVAL_MS", default_value_t = defaults().commit_interval_ms)]
+    pub commit_interval_ms: u64,
+    /// ... or as soon as this many messages are done since the last commit
+    #[arg(long, env = "NEWSDEDUP_COMMIT_EVERY", default_value_t = defaults().commit_every)]
+    pub commit_every: u64,
+    /// On SIGINT/SIGTERM, wait at most this long (ms) for in-flight work before committing and
+    /// exiting
+    #[arg(long, env = "NEWSDEDUP_SHUTDOWN_TIMEOUT_MS", default_value_t = defaults().shutdown_timeout_ms)]
+    pub shutdown_timeout_ms: u64,
+    /// On partition revocation, wait at most this long (ms) for the revoked partitions' in-flight
+    /// work before committing and releasing them; must be below max.poll.interval.ms
+    #[arg(long, env = "NEWSDEDUP_REBALANCE_TIMEOUT_MS", default_value_t = defaults().rebalance_timeout_ms)]
+    pub rebalance_timeout_ms: u64,
+    /// How long one output record's retriable produce failures (broker down, timeouts) are
+    /// retried before the service stops with an error, in ms; 0 = for ever
+    #[arg(long, env = "NEWSDEDUP_MAX_RETRY_MS", default_value_t = defaults().max_retry_ms)]
+    pub max_retry_ms: u64,
+    /// /health fails when records are in flight but none is finished for this long (ms) while
+    /// the broker is reachable: a stuck pipeline, for the orchestrator to restart
+    #[arg(long, env = "NEWSDEDUP_PROGRESS_TIMEOUT_MS", default_value_t = defaults().progress_timeout_ms)]
+    pub progress_timeout_ms: u64,
+    /// One active instance: decide only while holding every partition of the input topic, and
+    /// stop (exit non-zero after committing) after holding fewer for this long (ms; twice as long
+    /// for a member that held them all before); 0 = allow several members
+    #[arg(long, env = "NEWSDEDUP_EXCLUSIVE_GRACE_MS", default_value_t = defaults().exclusive_grace_ms)]
+    pub exclusive_grace_ms: u64,
+    /// librdkafka properties for both the consumer and the producer, e.g.
+    /// `"security.protocol" = "SSL"` (quote keys with dots). File only; `-X` on the command line.
+    #[arg(skip)]
+    pub kafka: BTreeMap<String, toml::Value>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            brokers: "localhost:9092".into(),
+            group_id: "newsdedup".into(),
+            input_topic: "articles.raw".into(),
+            unique_topic: "articles.unique".into(),
+            duplicate_topic: "articles.duplicate".into(),
+            dlq_topic: "articles.dlq".into(),
+            index_dir: PathBuf::from("/var/lib/newsdedup/index"),
+            metrics_addr: "0.0.0.0:9898".into(),
+            threads: 0,
+            max_article_bytes: 900_000,
+            max_in_flight: 5_000,
+            max_in_flight_bytes: 256 << 20,
+            commit_interval_ms: 1_000,
+            commit_every: 5_000,
+            shutdown_timeout_ms: 30_000,
+            rebalance_timeout_ms: 20_000,
+            max_retry_ms: 600_000,
+            progress_timeout_ms: 120_000,
+            exclusive_grace_ms: 60_000,
+            kafka: BTreeMap::new(),
+        }
+    }
+}
+
+fn defaults() -> ServiceConfig {
+    ServiceConfig::default()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -27,11 +137,12 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("invalid config file {path}: {source}")]
+    /// Says where and what, never the offending text (a line may hold a password).
+    #[error("invalid config file {path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
     Parse {
         path: PathBuf,
-        #[source]
-        source: toml::de::Error,
+        line: Option<usize>,
+        message: String,
     },
 }
 
@@ -41,9 +152,12 @@ impl Config {
             path: path.to_owned(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),
-            source,
+            line: e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1),
+            message: e.message().to_owned(),
         })
     }
 }
@@ -56,9 +170,24 @@ mod tests {
     fn shipped_default_toml_matches_code_defaults() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config/default.toml");
         let cfg = Config::load(&path).unwrap();
+        assert_eq!(cfg.input, InputConfig::default());
         assert_eq!(cfg.fingerprint, FingerprintConfig::default());
         assert_eq!(cfg.index, IndexConfig::default());
         assert_eq!(cfg.dedup, DedupConfig::default());
+    }
+
+    #[test]
+    fn a_syntax_error_names_the_line_but_never_prints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(
+            &path,
+            "[service.kafka]\n\"sasl.username\" = \"svc\"\n\"sasl.password\" = \"hunter2-secret\n",
+        )
+        .unwrap();
+        let message = Config::load(&path).unwrap_err().to_string();
+        assert!(message.contains("line 3"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
     }
 
     #[test]

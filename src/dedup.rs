@@ -7,8 +7,8 @@
 
 use crate::error::IndexError;
 use crate::index::{
-    event_time, ArticleStore, Candidate, MatchRef, MatchRule, Relation, Revision, StoredArticle,
-    StoredDecision,
+    event_time, ArticleStore, Candidate, EarlierVersion, MatchRef, MatchRule, Relation, Revision,
+    StoredArticle, StoredDecision,
 };
 use crate::simhash::Fingerprint;
 use crate::sketch::{BinMask, Similarity, Sketch, TEMPLATE_PAGE_BINS};
@@ -383,6 +383,9 @@ pub struct Decision {
     pub event_ms: i64,
     /// The claimed event time was too far in the future: the arrival time was used.
     pub event_time_clamped: bool,
+    /// An older version of a stored id (published before it) that arrived after it: decided and
+    /// remembered, but the stored version stays the one that matches.
+    pub superseded: bool,
 }
 
 impl Decision {
@@ -459,18 +462,26 @@ impl<S: ArticleStore> Deduper<S> {
         input: &DecisionInput<'_>,
         now_ms: u64,
     ) -> Result<Decision, IndexError> {
-        // A known id with the same content is a replay: its stored decision, unchanged. With
-        // other content it is a new revision, decided afresh and replacing the stored version.
+        // A known id with content it had before (the stored version or a remembered earlier
+        // one) is a replay: the decision that version got, unchanged, and nothing is written, so
+        // a re-delivered older version never replaces a newer one. With other content it is a
+        // new revision, decided afresh.
         let previous = match self.store.get(input.id)? {
-            Some(stored) if stored.fingerprint == input.fingerprint => {
-                return Ok(Self::replay(stored))
-            }
-            other => other,
+            Some(stored) => match stored.version(input.fingerprint) {
+                Some(version) => return Ok(Self::replay(version)),
+                None => Some(stored),
+            },
+            None => None,
         };
         let (event_ms, event_time_clamped) = event_time(
             input.published_ms,
             input.record_time_ms,
             i64::try_from(now_ms).unwrap_or(i64::MAX),
+        );
+        // A version first seen after a newer one (published before the stored version):
+        // decided, and remembered with its decision, but the stored version stays.
+        let superseded = previous.as_ref().is_some_and(
+            |p| matches!((input.published_ms, p.published_ms), (Some(new), Some(old)) if new < old),
         );
         // Older than this: outside the retention window, not matched (even before its removal).
         let oldest_matched = self
@@ -583,19 +594,37 @@ impl<S: ArticleStore> Deduper<S> {
             },
             matched: matched.clone(),
             sketch: input.sketch.copied(),
-            revision: previous.as_ref().map(|p| Revision {
+            revision: previous.as_ref().filter(|_| !superseded).map(|p| Revision {
                 number: p.revision.map_or(1, |r| r.number.saturating_add(1)),
                 previous_fingerprint: p.fingerprint,
             }),
             event_ms,
             published_ms: input.published_ms,
             event_time_clamped,
+            earlier: previous
+                .as_ref()
+                .map(StoredArticle::history_after)
+                .unwrap_or_default(),
         };
         // Only unique articles become searchable: a duplicate always points at the first copy of
         // its story, never at another copy.
         let searchable = matched.is_none();
         match &previous {
             None => self.store.insert(input.id, &record, searchable)?,
+            Some(p) if superseded => {
+                // The stored version is rewritten unchanged but for the remembered one.
+                let mut kept = p.clone();
+                let stale = EarlierVersion {
+                    superseded: true,
+                    ..record.as_earlier()
+                };
+                kept.earlier = std::iter::once(stale)
+                    .chain(p.earlier.iter().cloned())
+                    .take(crate::index::MAX_EARLIER_VERSIONS)
+                    .collect();
+                let searchable = p.decision == StoredDecision::Unique;
+                self.store.replace(input.id, p, &kept, searchable)?
+            }
             Some(p) => self.store.replace(input.id, p, &record, searchable)?,
         }
         Ok(Decision {
@@ -607,10 +636,11 @@ impl<S: ArticleStore> Deduper<S> {
             revision: record.revision,
             event_ms,
             event_time_clamped,
+            superseded,
         })
     }
 
-    fn replay(stored: StoredArticle) -> Decision {
+    fn replay(stored: EarlierVersion) -> Decision {
         let verdict = match (stored.decision, stored.matched) {
             (StoredDecision::Duplicate, Some(m)) => Verdict::Duplicate(m),
             _ => Verdict::Unique,
@@ -624,6 +654,7 @@ impl<S: ArticleStore> Deduper<S> {
             revision: stored.revision,
             event_ms: stored.event_ms,
             event_time_clamped: stored.event_time_clamped,
+            superseded: stored.superseded,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod fingerprint;
 pub mod index;
 pub mod kafka;
 pub mod metrics;
+pub mod ordered;
 pub mod output;
 pub mod pipeline;
 pub mod replay;

@@ -5,13 +5,14 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
 use newsdedup::audit::{self, AuditOptions, Header};
-use newsdedup::batch::{self, BatchOptions, Line};
+use newsdedup::batch::{self, BatchOptions};
 use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::config::{Config, DedupConfig};
 use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::{ArticleStore, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
+use newsdedup::ordered::{self, Line};
 use newsdedup::replica::{self, TopicSource};
 use newsdedup::settings::{self, ReplayArgs, RunArgs};
 use newsdedup::time::TimeSpan;
@@ -351,6 +352,7 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             let opts = BatchOptions {
                 threads: threads(t),
                 max_article_bytes,
+                published_at_offset: config.input.published_at_offset,
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
             };
             cmd_batch(&input, &output, &index_dir, threshold, &opts, &config)
@@ -476,8 +478,8 @@ fn cmd_fingerprint(input: Option<&Path>, explain: bool, top: usize, config: &Con
     let fp = fingerprinter(config)?;
     let mut out = open_output(Path::new("-"))?;
     let mut input = open_input(input)?;
-    batch::ordered_map(
-        || batch::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
+    ordered::ordered_map(
+        || ordered::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
         threads(None),
         256,
         |line| fingerprint_line(&fp, line, explain, top),
@@ -614,7 +616,7 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
                 .unwrap_or_else(|| service.unique_topic.clone());
             let time = |t: &Option<String>, flag: &str| {
                 t.as_deref()
-                    .map(audit::parse_time_arg)
+                    .map(newsdedup::time::parse_time_arg)
                     .transpose()
                     .with_context(|| format!("invalid {flag}"))
             };
@@ -827,7 +829,16 @@ fn cmd_index_rebuild(
     let progress = (!quiet).then_some(Duration::from_secs(5));
     let summary = match &source {
         Source::Files(inputs) => {
-            let s = replica::rebuild_from_files(&mut index, &fp, inputs, threads, progress)?;
+            let s = replica::rebuild_from_files(
+                &mut index,
+                &fp,
+                inputs,
+                replica::ApplyOptions {
+                    threads,
+                    published_at_offset: config.input.published_at_offset,
+                },
+                progress,
+            )?;
             index.sync()?;
             s
         }
@@ -841,7 +852,17 @@ fn cmd_index_rebuild(
                     .map_or("", String::as_str),
                 index_dir.display()
             );
-            replica::rebuild_from_topics(&mut index, &fp, topics, threads, progress, "rebuild")?
+            replica::rebuild_from_topics(
+                &mut index,
+                &fp,
+                topics,
+                replica::ApplyOptions {
+                    threads,
+                    published_at_offset: config.input.published_at_offset,
+                },
+                progress,
+                "rebuild",
+            )?
         }
     };
     let counts = newsdedup::index::ArticleStore::counts(&index);

@@ -6,7 +6,9 @@
 
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use std::net::SocketAddr;
+use std::collections::VecDeque;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -257,12 +259,17 @@ fn describe() {
 /// A health answer: HTTP status code and JSON body.
 pub type HealthFn = Arc<dyn Fn() -> (u16, String) + Send + Sync>;
 
-/// Connections served at once; more wait in the listen backlog.
-const MAX_CONNECTIONS: usize = 64;
+/// Connections open at once from one client address. A client at its limit that opens another
+/// closes its own oldest connection still waiting for a request, so idle sockets (a scanner, a
+/// stuck proxy) never keep a probe waiting.
+const MAX_CONNECTIONS_PER_CLIENT: usize = 32;
+/// Connections open at once from all clients; at the limit the oldest idle one is closed, or the
+/// new one if none is idle.
+const MAX_CONNECTIONS: usize = 1024;
 /// Longest request head (request line and headers); a larger one is refused.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
-/// Longest time to receive a request head.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Longest time to receive a request head: a probe sends it at once.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest life of one connection.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -279,6 +286,64 @@ struct Endpoints {
     prometheus: PrometheusHandle,
     health: HealthFn,
     ready: HealthFn,
+}
+
+/// One open connection, as the accept loop sees it.
+struct Open {
+    id: u64,
+    client: IpAddr,
+    /// Set once its request head has arrived.
+    busy: Arc<AtomicBool>,
+    close: Arc<tokio::sync::Notify>,
+}
+
+/// The open connections, oldest first: what the limits are counted over.
+#[derive(Default)]
+struct Connections {
+    open: parking_lot::Mutex<VecDeque<Open>>,
+}
+
+impl Connections {
+    /// Registers a new connection from `client`, first closing an idle one where a limit is
+    /// reached. None: at the global limit with no idle connection to close (refuse this one).
+    fn admit(
+        &self,
+        id: u64,
+        client: IpAddr,
+    ) -> Option<(Arc<AtomicBool>, Arc<tokio::sync::Notify>)> {
+        let mut open = self.open.lock();
+        let idle_of = |open: &VecDeque<Open>, client: Option<IpAddr>| {
+            open.iter().position(|c| {
+                client.is_none_or(|ip| c.client == ip) && !c.busy.load(Ordering::Relaxed)
+            })
+        };
+        if open.iter().filter(|c| c.client == client).count() >= MAX_CONNECTIONS_PER_CLIENT {
+            if let Some(i) = idle_of(&open, Some(client)) {
+                if let Some(c) = open.remove(i) {
+                    c.close.notify_one();
+                }
+            }
+        }
+        if open.len() >= MAX_CONNECTIONS {
+            let i = idle_of(&open, None)?;
+            if let Some(c) = open.remove(i) {
+                c.close.notify_one();
+            }
+        }
+        let busy = Arc::new(AtomicBool::new(false));
+        let close = Arc::new(tokio::sync::Notify::new());
+        open.push_back(Open {
+            id,
+            client,
+            busy: busy.clone(),
+            close: close.clone(),
+        });
+        Some((busy, close))
+    }
+
+    fn closed(&self, id: u64) {
+        self.open.lock().retain(|c| c.id != id);
+    }
 }
 
 /// Serves `GET /metrics` (Prometheus text), `GET /health` (liveness) and `GET /ready`
@@ -301,23 +366,30 @@ pub async fn serve(
         health,
         ready,
     };
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // Every connection is accepted at once (none waits in the kernel's backlog behind idle
+    // ones); the limits close idle connections instead.
+    let connections = Arc::new(Connections::default());
+    let mut next_id = 0u64;
     loop {
-        // A slot first: at the limit, connections wait in the kernel's backlog, not in memory.
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
             Err(e) => {
                 tracing::warn!("metrics listener: accept failed: {e}");
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
+        next_id += 1;
+        let id = next_id;
+        let Some((busy, close)) = connections.admit(id, peer.ip()) else {
+            drop(stream);
+            continue;
+        };
         let endpoints = endpoints.clone();
+        let connections = connections.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
+                busy.store(true, Ordering::Relaxed);
                 let response = endpoints.answer(&request);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
@@ -327,8 +399,11 @@ pub async fn serve(
                 .max_buf_size(MAX_REQUEST_BYTES)
                 .keep_alive(false)
                 .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection).await;
-            drop(slot);
+            tokio::select! {
+                _ = tokio::time::timeout(CONNECTION_TIMEOUT, connection) => {}
+                _ = close.notified() => {}
+            }
+            connections.closed(id);
         });
     }
 }
@@ -369,5 +444,50 @@ impl Endpoints {
                 .insert(hyper::header::CONTENT_TYPE, value);
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// kubelet gives a probe 1 s: idle sockets (here 200, some with half a request head) must not
+    /// make it wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn probes_answer_within_a_second_while_idle_connections_are_open() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let prometheus = PrometheusBuilder::new().build_recorder().handle();
+        let ok: HealthFn = Arc::new(|| (200, "{\"status\":\"ok\"}".to_owned()));
+        let server = tokio::spawn(serve(listener, prometheus, ok.clone(), ok));
+        let mut idle = Vec::new();
+        for i in 0..200 {
+            let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+            if i % 4 == 0 {
+                stream.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+            }
+            idle.push(stream);
+        }
+        for round in 0..5 {
+            for path in ["/health", "/ready", "/metrics"] {
+                let answer = tokio::time::timeout(Duration::from_secs(1), get(addr, path))
+                    .await
+                    .unwrap_or_else(|_| panic!("no answer to {path} within 1 s (round {round})"));
+                assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+            }
+            tokio::time::sleep(Duration::from_millis(700)).await;
+        }
+        drop(idle);
+        server.abort();
     }
 }

@@ -40,6 +40,10 @@ pub fn dedup_member(decision: &Decision) -> Value {
     if let (true, Some(obj)) = (decision.event_time_clamped, member.as_object_mut()) {
         obj.insert("event_time_clamped".into(), json!(true));
     }
+    // An older version of a known id, delivered after the newer one it does not replace.
+    if let (true, Some(obj)) = (decision.superseded, member.as_object_mut()) {
+        obj.insert("superseded".into(), json!(true));
+    }
     // A later version of a known id: which one, and what it replaced.
     if let (Some(r), Some(obj)) = (decision.revision, member.as_object_mut()) {
         obj.insert("revision".into(), json!(r.number));

@@ -2,7 +2,7 @@
 //! `prepare` (parse + validate + fingerprint: pure, parallel, could run on another machine) and
 //! `Decider::decide` (index lookup + insert: serial, single writer).
 
-use crate::article::{Article, InvalidArticle, InvalidReason};
+use crate::article::{Article, InvalidArticle, InvalidReason, ReadRules};
 use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
@@ -48,8 +48,8 @@ impl Prepared {
 }
 
 /// Parses, validates and fingerprints one raw record.
-pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> Prepared {
-    let article = match Article::parse(raw, max_bytes) {
+pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> Prepared {
+    let article = match Article::parse(raw, rules.max_bytes) {
         Ok(a) => a,
         Err(e) => return Prepared::Invalid(e),
     };
@@ -69,7 +69,7 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, max_bytes: usize) -> P
                 id: article.id().to_owned(),
                 url: article.url().map(str::to_owned),
                 title: article.title().to_owned(),
-                published_ms: article.published_ms(),
+                published_ms: article.published_ms(rules.published_at_offset),
                 record_time_ms: None,
             },
             fingerprint,

@@ -4,12 +4,18 @@
 //! directory. All three apply records with `restore::restore_all`, so they share one rule:
 //! idempotent, each record's topic position written with it.
 
-use crate::article::DEFAULT_MAX_ARTICLE_BYTES;
-use crate::batch::{read_line_limited, Line};
+use crate::article::{ReadRules, DEFAULT_MAX_ARTICLE_BYTES};
+use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
+use crate::index::{ArticleStore, StoredArticle};
 use crate::kafka::follow::Follower;
-use crate::restore::{restore_all, RestoreRunError, RestoreSummary, SourceRecord};
+use crate::ordered::{read_line_limited, Line};
+use crate::restore::{
+    apply_rule, restore_all, Apply, RestoreRunError, RestoreSummary, RestoreTarget, Restored,
+    SourceRecord,
+};
+use crate::time::UtcOffset;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -75,6 +81,56 @@ impl Progress {
     }
 }
 
+impl RestoreTarget for RocksIndex {
+    /// Idempotent (`restore::apply_rule`); the article and the read position in one write.
+    fn apply_restored(
+        &mut self,
+        restored: Option<&Restored>,
+        position: Option<(&str, i32, i64)>,
+    ) -> Result<Apply, IndexError> {
+        let Some(r) = restored else {
+            self.write_restored(None, position)?;
+            return Ok(Apply::Skip);
+        };
+        let apply = apply_rule(self.get(&r.id)?, &r.article);
+        match &apply {
+            Apply::Skip if position.is_none() => {}
+            Apply::Skip => self.write_restored(None, position)?,
+            Apply::Insert => {
+                self.write_restored(Some((&r.id, None, &r.article, r.searchable)), position)?
+            }
+            Apply::Replace(previous) => {
+                // A newer version remembers the one it replaces, as the live decision does.
+                let article = StoredArticle {
+                    earlier: previous.history_after(),
+                    ..r.article.clone()
+                };
+                self.write_restored(
+                    Some((&r.id, Some(previous), &article, r.searchable)),
+                    position,
+                )?
+            }
+        }
+        Ok(apply)
+    }
+}
+
+/// How records are applied: the workers that parse and fingerprint them, and how their times
+/// are read (as the writer read them).
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyOptions {
+    pub threads: usize,
+    pub published_at_offset: UtcOffset,
+}
+
+/// How restored records are read: any record a writer could have produced.
+fn read_rules(published_at_offset: UtcOffset) -> ReadRules {
+    ReadRules {
+        max_bytes: MAX_RECORD_BYTES,
+        published_at_offset,
+    }
+}
+
 fn run_error(e: RestoreRunError) -> anyhow::Error {
     match e {
         RestoreRunError::Identity(e) => anyhow::Error::new(e).context("refusing to rebuild"),
@@ -87,7 +143,7 @@ pub fn rebuild_from_files(
     index: &mut RocksIndex,
     fingerprinter: &Fingerprinter,
     inputs: &[PathBuf],
-    threads: usize,
+    options: ApplyOptions,
     progress_every: Option<Duration>,
 ) -> Result<RestoreSummary> {
     let mut files = Vec::with_capacity(inputs.len());
@@ -130,10 +186,17 @@ pub fn rebuild_from_files(
         Ok(None)
     };
     let mut progress = Progress::new("rebuild", progress_every);
-    restore_all(next, index, fingerprinter, MAX_RECORD_BYTES, threads, |s| {
-        let done = read.load(Ordering::Relaxed) as f64 / total_bytes.max(1) as f64;
-        progress.tick(s, Some(done));
-    })
+    restore_all(
+        next,
+        index,
+        fingerprinter,
+        &read_rules(options.published_at_offset),
+        options.threads,
+        |s| {
+            let done = read.load(Ordering::Relaxed) as f64 / total_bytes.max(1) as f64;
+            progress.tick(s, Some(done));
+        },
+    )
     .map_err(run_error)
 }
 
@@ -144,7 +207,7 @@ pub fn rebuild_from_topics(
     index: &mut RocksIndex,
     fingerprinter: &Fingerprinter,
     source: &TopicSource,
-    threads: usize,
+    options: ApplyOptions,
     progress_every: Option<Duration>,
     label: &'static str,
 ) -> Result<RestoreSummary> {
@@ -172,9 +235,14 @@ pub fn rebuild_from_topics(
         }
     };
     let mut progress = Progress::new(label, progress_every);
-    let summary = restore_all(next, index, fingerprinter, MAX_RECORD_BYTES, threads, |s| {
-        progress.tick(s, (total > 0).then(|| s.records as f64 / total as f64))
-    })
+    let summary = restore_all(
+        next,
+        index,
+        fingerprinter,
+        &read_rules(options.published_at_offset),
+        options.threads,
+        |s| progress.tick(s, (total > 0).then(|| s.records as f64 / total as f64)),
+    )
     .map_err(run_error)?;
     index.sync()?;
     Ok(summary)
@@ -197,7 +265,7 @@ pub fn follow(
     index: &mut RocksIndex,
     fingerprinter: &Fingerprinter,
     source: &TopicSource,
-    threads: usize,
+    options: ApplyOptions,
     stop: &AtomicBool,
     status: &StandbyStatus,
     lag_every: Duration,
@@ -256,8 +324,8 @@ pub fn follow(
         next,
         index,
         fingerprinter,
-        MAX_RECORD_BYTES,
-        threads,
+        &read_rules(options.published_at_offset),
+        options.threads,
         |_| {},
     )
     .map_err(run_error);

@@ -13,7 +13,7 @@
 //! standby already had): an id already stored with the same fingerprint is left as it is; a
 //! different version replaces the stored one only when its revision number is higher.
 
-use crate::article::Article;
+use crate::article::{Article, ReadRules};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::index::{MatchRef, Revision, StoredArticle, StoredDecision};
@@ -101,7 +101,7 @@ struct WithDedup {
 pub fn restore(
     record: &[u8],
     fingerprinter: &Fingerprinter,
-    max_bytes: usize,
+    rules: &ReadRules,
     decided_ms: u64,
     input_time_ms: Option<i64>,
 ) -> Result<Option<Restored>, RestoreError> {
@@ -127,7 +127,7 @@ pub fn restore(
             "a duplicate without its `match`".into(),
         ));
     }
-    let article = Article::parse(record, max_bytes)
+    let article = Article::parse(record, rules.max_bytes)
         .map_err(|e| RestoreError::NotDecided(format!("not a valid article: {e}")))?;
     let fingerprinted = fingerprinter
         .fingerprint(article.title(), article.content())
@@ -147,7 +147,7 @@ pub fn restore(
         _ => None,
     };
     let title = article.title();
-    let published_ms = article.published_ms();
+    let published_ms = article.published_ms(rules.published_at_offset);
     let (event_ms, event_time_clamped) =
         crate::index::event_time(published_ms, input_time_ms, decided_ms as i64);
     Ok(Some(Restored {
@@ -165,6 +165,7 @@ pub fn restore(
             event_ms,
             published_ms,
             event_time_clamped,
+            earlier: Vec::new(),
         },
         searchable: decision == StoredDecision::Unique,
     }))
@@ -273,26 +274,20 @@ pub fn restore_all<T: RestoreTarget>(
     next: impl FnMut() -> io::Result<Option<SourceRecord>> + Send,
     target: &mut T,
     fingerprinter: &Fingerprinter,
-    max_bytes: usize,
+    rules: &ReadRules,
     threads: usize,
     mut progress: impl FnMut(&RestoreSummary),
 ) -> Result<RestoreSummary, RestoreRunError> {
     let started = Instant::now();
     let mut summary = RestoreSummary::default();
     let now = crate::dedup::now_ms();
-    crate::batch::ordered_map(
+    crate::ordered::ordered_map(
         next,
         threads,
         threads * 64,
         |rec: SourceRecord| {
             let decided = rec.timestamp_ms.unwrap_or(now);
-            let restored = restore(
-                &rec.bytes,
-                fingerprinter,
-                max_bytes,
-                decided,
-                rec.input_time_ms,
-            );
+            let restored = restore(&rec.bytes, fingerprinter, rules, decided, rec.input_time_ms);
             (restored, rec.position)
         },
         |_, (restored, position)| -> Result<(), RestoreRunError> {
@@ -361,9 +356,15 @@ mod tests {
     #[test]
     fn a_unique_record_comes_back_searchable_with_its_sketch() {
         let fpr = fp();
-        let r = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 42, None)
-            .unwrap()
-            .unwrap();
+        let r = restore(
+            decided(&fpr, "").as_bytes(),
+            &fpr,
+            &ReadRules::new(1 << 20),
+            42,
+            None,
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(r.id, "a1");
         assert!(r.searchable);
         assert_eq!(r.article.decision, StoredDecision::Unique);
@@ -382,13 +383,16 @@ mod tests {
         let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
         let tampered = record.replace(&f.to_hex(), &Fingerprint(f.0 ^ 1).to_hex());
         assert!(matches!(
-            restore(tampered.as_bytes(), &fpr, 1 << 20, 0, None),
+            restore(tampered.as_bytes(), &fpr, &ReadRules::new(1 << 20), 0, None),
             Err(RestoreError::IdentityMismatch { .. })
         ));
         let dlq = br#"{"line":3,"dedup":{"decision":"invalid","error":"bad_json: x"}}"#;
-        assert_eq!(restore(dlq, &fpr, 1 << 20, 0, None), Ok(None));
+        assert_eq!(
+            restore(dlq, &fpr, &ReadRules::new(1 << 20), 0, None),
+            Ok(None)
+        );
         assert!(matches!(
-            restore(b"{not json", &fpr, 1 << 20, 0, None),
+            restore(b"{not json", &fpr, &ReadRules::new(1 << 20), 0, None),
             Err(RestoreError::NotDecided(_))
         ));
     }
@@ -396,10 +400,16 @@ mod tests {
     #[test]
     fn applying_is_idempotent_and_keeps_the_newest_revision() {
         let fpr = fp();
-        let first = restore(decided(&fpr, "").as_bytes(), &fpr, 1 << 20, 0, None)
-            .unwrap()
-            .unwrap()
-            .article;
+        let first = restore(
+            decided(&fpr, "").as_bytes(),
+            &fpr,
+            &ReadRules::new(1 << 20),
+            0,
+            None,
+        )
+        .unwrap()
+        .unwrap()
+        .article;
         assert_eq!(apply_rule(None, &first), Apply::Insert);
         assert_eq!(apply_rule(Some(first.clone()), &first), Apply::Skip);
         let revised = StoredArticle {

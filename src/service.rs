@@ -128,7 +128,10 @@ fn take_over(
         index,
         fingerprinter,
         &output_topics(settings),
-        settings.service.threads,
+        replica::ApplyOptions {
+            threads: settings.service.threads,
+            published_at_offset: settings.published_at_offset,
+        },
         Some(Duration::from_secs(5)),
         "takeover",
     )
@@ -189,7 +192,10 @@ pub fn standby(
         &mut index,
         &fingerprinter,
         &output_topics(&settings),
-        settings.service.threads,
+        replica::ApplyOptions {
+            threads: settings.service.threads,
+            published_at_offset: settings.published_at_offset,
+        },
         &stop,
         &status,
         Duration::from_secs(2),
@@ -284,7 +290,10 @@ pub(crate) fn start_engine<D: DecisionStage, K: OutputSink>(
 ) -> Engine {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter,
-        max_article_bytes: settings.service.max_article_bytes,
+        read_rules: crate::article::ReadRules {
+            max_bytes: settings.service.max_article_bytes,
+            published_at_offset: settings.published_at_offset,
+        },
         max_output_bytes: settings.max_output_bytes(),
     });
     Engine::start(

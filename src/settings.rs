@@ -10,121 +10,14 @@
 //! `NEWSDEDUP_KAFKA_<NAME>` variables, then `-X key=value`; the few properties that would break
 //! the commit protocol are refused with the reason.
 
-use crate::config::Config;
+use crate::config::{Config, ServiceConfig};
 use crate::simhash::GUARANTEED_DISTANCE;
 use crate::time::TimeSpan;
 use clap::Args;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-
-/// The `[service]` section of the configuration file and the flags of `newsdedup run` (every
-/// key optional; see config/default.toml).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Args)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServiceConfig {
-    /// Kafka bootstrap servers, host:port[,host:port...]
-    #[arg(long, env = "NEWSDEDUP_BROKERS", value_name = "HOST:PORT,...", default_value_t = defaults().brokers)]
-    pub brokers: String,
-    /// Consumer group id
-    #[arg(long, env = "NEWSDEDUP_GROUP_ID", default_value_t = defaults().group_id)]
-    pub group_id: String,
-    /// Topic of raw articles
-    #[arg(long, env = "NEWSDEDUP_INPUT_TOPIC", default_value_t = defaults().input_topic)]
-    pub input_topic: String,
-    /// Topic for unique articles
-    #[arg(long, env = "NEWSDEDUP_UNIQUE_TOPIC", default_value_t = defaults().unique_topic)]
-    pub unique_topic: String,
-    /// Topic for near-duplicates
-    #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", default_value_t = defaults().duplicate_topic)]
-    pub duplicate_topic: String,
-    /// Dead-letter topic for records that are not valid articles
-    #[arg(long, env = "NEWSDEDUP_DLQ_TOPIC", default_value_t = defaults().dlq_topic)]
-    pub dlq_topic: String,
-    /// Index directory (RocksDB), locked by the one running instance
-    #[arg(long, env = "NEWSDEDUP_INDEX_DIR", default_value_os_t = defaults().index_dir)]
-    pub index_dir: PathBuf,
-    /// HTTP listen address for /metrics, /health and /ready
-    #[arg(long, env = "NEWSDEDUP_METRICS_ADDR", value_name = "IP:PORT", default_value_t = defaults().metrics_addr)]
-    pub metrics_addr: String,
-    /// Fingerprinting threads, 0 = one per core
-    #[arg(long, env = "NEWSDEDUP_THREADS", default_value_t = defaults().threads)]
-    pub threads: usize,
-    /// Largest accepted message value in bytes; larger ones go to the DLQ as `oversized`
-    #[arg(long, env = "NEWSDEDUP_MAX_ARTICLE_BYTES", default_value_t = defaults().max_article_bytes)]
-    pub max_article_bytes: usize,
-    /// Messages consumed but not yet indexed and delivered before fetching pauses
-    #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT", default_value_t = defaults().max_in_flight)]
-    pub max_in_flight: usize,
-    /// Bytes of consumed records (value and key) not yet indexed and delivered before fetching
-    /// pauses: bounds memory with large records
-    #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT_BYTES", default_value_t = defaults().max_in_flight_bytes)]
-    pub max_in_flight_bytes: usize,
-    /// Commit done offsets at least this often (milliseconds)
-    #[arg(long, env = "NEWSDEDUP_COMMIT_INTERVAL_MS", default_value_t = defaults().commit_interval_ms)]
-    pub commit_interval_ms: u64,
-    /// ... or as soon as this many messages are done since the last commit
-    #[arg(long, env = "NEWSDEDUP_COMMIT_EVERY", default_value_t = defaults().commit_every)]
-    pub commit_every: u64,
-    /// On SIGINT/SIGTERM, wait at most this long (ms) for in-flight work before committing and
-    /// exiting
-    #[arg(long, env = "NEWSDEDUP_SHUTDOWN_TIMEOUT_MS", default_value_t = defaults().shutdown_timeout_ms)]
-    pub shutdown_timeout_ms: u64,
-    /// On partition revocation, wait at most this long (ms) for the revoked partitions' in-flight
-    /// work before committing and releasing them; must be below max.poll.interval.ms
-    #[arg(long, env = "NEWSDEDUP_REBALANCE_TIMEOUT_MS", default_value_t = defaults().rebalance_timeout_ms)]
-    pub rebalance_timeout_ms: u64,
-    /// How long one output record's retriable produce failures (broker down, timeouts) are
-    /// retried before the service stops with an error, in ms; 0 = for ever
-    #[arg(long, env = "NEWSDEDUP_MAX_RETRY_MS", default_value_t = defaults().max_retry_ms)]
-    pub max_retry_ms: u64,
-    /// /health fails when records are in flight but none is finished for this long (ms) while
-    /// the broker is reachable: a stuck pipeline, for the orchestrator to restart
-    #[arg(long, env = "NEWSDEDUP_PROGRESS_TIMEOUT_MS", default_value_t = defaults().progress_timeout_ms)]
-    pub progress_timeout_ms: u64,
-    /// One active instance: decide only while holding every partition of the input topic, and
-    /// stop (exit non-zero after committing) after holding fewer for this long (ms; twice as long
-    /// for a member that held them all before); 0 = allow several members
-    #[arg(long, env = "NEWSDEDUP_EXCLUSIVE_GRACE_MS", default_value_t = defaults().exclusive_grace_ms)]
-    pub exclusive_grace_ms: u64,
-    /// librdkafka properties for both the consumer and the producer, e.g.
-    /// `"security.protocol" = "SSL"` (quote keys with dots). File only; `-X` on the command line.
-    #[arg(skip)]
-    pub kafka: BTreeMap<String, toml::Value>,
-}
-
-impl Default for ServiceConfig {
-    fn default() -> Self {
-        ServiceConfig {
-            brokers: "localhost:9092".into(),
-            group_id: "newsdedup".into(),
-            input_topic: "articles.raw".into(),
-            unique_topic: "articles.unique".into(),
-            duplicate_topic: "articles.duplicate".into(),
-            dlq_topic: "articles.dlq".into(),
-            index_dir: PathBuf::from("/var/lib/newsdedup/index"),
-            metrics_addr: "0.0.0.0:9898".into(),
-            threads: 0,
-            max_article_bytes: 900_000,
-            max_in_flight: 5_000,
-            max_in_flight_bytes: 256 << 20,
-            commit_interval_ms: 1_000,
-            commit_every: 5_000,
-            shutdown_timeout_ms: 30_000,
-            rebalance_timeout_ms: 20_000,
-            max_retry_ms: 600_000,
-            progress_timeout_ms: 120_000,
-            exclusive_grace_ms: 60_000,
-            kafka: BTreeMap::new(),
-        }
-    }
-}
-
-fn defaults() -> ServiceConfig {
-    ServiceConfig::default()
-}
 
 /// `newsdedup run`: the `[service]` settings plus the flags that are not a `[service]` key.
 #[derive(Debug, Clone, Args)]
@@ -253,7 +146,7 @@ fn parse_from_offsets(values: &[String]) -> Result<BTreeMap<i32, i64>, SettingsE
 fn parse_time_flag(flag: &str, value: &Option<String>) -> Result<Option<i64>, SettingsError> {
     value
         .as_deref()
-        .map(|t| crate::audit::parse_time_arg(t).map_err(|e| invalid(format!("{flag}: {e}"))))
+        .map(|t| crate::time::parse_time_arg(t).map_err(|e| invalid(format!("{flag}: {e}"))))
         .transpose()
 }
 
@@ -344,6 +237,8 @@ pub struct Settings {
     pub threshold: u32,
     /// `--retention` over `[index] retention`.
     pub retention: Option<TimeSpan>,
+    /// `[input] published_at_offset`.
+    pub published_at_offset: crate::time::UtcOffset,
     pub metrics_addr: SocketAddr,
     /// Final librdkafka configuration of the consumer.
     pub consumer_properties: BTreeMap<String, String>,
@@ -398,6 +293,7 @@ impl Settings {
             service,
             threshold,
             retention: args.retention.or(config.index.retention),
+            published_at_offset: config.input.published_at_offset,
             metrics_addr,
             consumer_properties,
             producer_properties,
@@ -577,7 +473,61 @@ fn user_properties(
         let (k, v) = parse_property(p)?;
         user.insert(k, v);
     }
+    read_secret_files(&mut user)?;
     Ok(user)
+}
+
+/// Whether a librdkafka property holds a secret: its value is never printed, and it can be read
+/// from a file (`<property>.file`).
+pub fn is_secret_property(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key == "ssl.key.pem"
+        || key == "sasl.oauthbearer.config"
+}
+
+/// `message` with the value of every secret property in `properties` replaced, for errors that
+/// quote a client's configuration.
+pub fn redact_secrets(message: &str, properties: &BTreeMap<String, String>) -> String {
+    let mut out = message.to_owned();
+    for (key, value) in properties {
+        if is_secret_property(key) && !value.is_empty() {
+            out = out.replace(value.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
+/// Replaces each `<secret property>.file` (e.g. `sasl.password.file=/run/secrets/kafka`) with the
+/// property read from that file (one trailing newline dropped), so a password need not be on the
+/// command line (visible in /proc) or in the configuration file.
+fn read_secret_files(user: &mut BTreeMap<String, String>) -> Result<(), SettingsError> {
+    let files: Vec<(String, String)> = user
+        .iter()
+        .filter(|(k, _)| k.ends_with(".file"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (key, path) in files {
+        let property = key.trim_end_matches(".file");
+        if !is_secret_property(property) {
+            return Err(invalid(format!(
+                "{key}: only a secret property (a password, a secret, ssl.key.pem) can be read from a file; set {property} itself"
+            )));
+        }
+        let text = std::fs::read_to_string(path.trim()).map_err(|e| {
+            invalid(format!(
+                "{key}: cannot read {property} from {}: {e}",
+                path.trim()
+            ))
+        })?;
+        let secret = text
+            .strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&text);
+        user.remove(&key);
+        user.insert(property.to_owned(), secret.to_owned());
+    }
+    Ok(())
 }
 
 /// Refuses properties that have a flag or that would break the service's guarantees.
@@ -707,8 +657,10 @@ pub fn reader_properties(
 pub fn parse_property(text: &str) -> Result<(String, String), SettingsError> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        // The text is not echoed: it may be a mistyped `sasl.password=...`.
         _ => Err(invalid(format!(
-            "-X {text:?}: expected KEY=VALUE, e.g. -X security.protocol=SSL"
+            "an -X argument ({} characters) is not KEY=VALUE, e.g. -X security.protocol=SSL",
+            text.chars().count()
         ))),
     }
 }
@@ -820,6 +772,38 @@ const PRODUCER_ONLY: [&str; 29] = [
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_come_from_files_and_are_never_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("password");
+        std::fs::write(&path, "s3cret-value\n").unwrap();
+        let mut user =
+            BTreeMap::from([("sasl.password.file".to_owned(), path.display().to_string())]);
+        read_secret_files(&mut user).unwrap();
+        assert_eq!(
+            user,
+            BTreeMap::from([("sasl.password".to_owned(), "s3cret-value".to_owned())])
+        );
+        let mut not_secret = BTreeMap::from([(
+            "session.timeout.ms.file".to_owned(),
+            path.display().to_string(),
+        )]);
+        assert!(read_secret_files(&mut not_secret).is_err());
+        let mut missing = BTreeMap::from([(
+            "ssl.key.password.file".to_owned(),
+            "/nonexistent/newsdedup-secret".to_owned(),
+        )]);
+        let e = read_secret_files(&mut missing).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/newsdedup-secret"), "{e}");
+        let e = parse_property("sasl.password:hunter2")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let props = BTreeMap::from([("sasl.password".to_owned(), "hunter2".to_owned())]);
+        let redacted = redact_secrets("Invalid value \"hunter2\" for property", &props);
+        assert!(!redacted.contains("hunter2"), "{redacted}");
+    }
     use clap::{CommandFactory, FromArgMatches, Parser};
 
     #[derive(Parser)]

@@ -1,7 +1,8 @@
 //! Timestamps as articles and operators write them, to milliseconds since the Unix epoch (UTC),
 //! and back to text; spans of time as operators write them (`30d`). Shared by the decision (an
 //! article's event time, the retention window) and the audit. No time zone database: a written
-//! offset (`Z`, `+08:00`) is applied, a timestamp without one is read as UTC.
+//! offset (`Z`, `+08:00`) is applied; a timestamp without one is read in a fixed [`UtcOffset`]
+//! (UTC unless configured: Chinese feeds often write Beijing time, `+08:00`, without saying so).
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +13,12 @@ pub const MS_PER_DAY: i64 = 86_400_000;
 /// `20240301`, `20240301080000`, or a Unix time in seconds (10 digits) or milliseconds (13
 /// digits). None when it is none of these or out of range (years 1000..=9999).
 pub fn parse_time(text: &str) -> Option<i64> {
+    parse_time_in(text, UtcOffset::UTC)
+}
+
+/// As [`parse_time`], reading a civil time written without an offset in `naive` (a written offset,
+/// `Z` included, and Unix times are unaffected).
+pub fn parse_time_in(text: &str, naive: UtcOffset) -> Option<i64> {
     let s = text.trim();
     if s.is_empty() {
         return None;
@@ -76,7 +83,11 @@ pub fn parse_time(text: &str) -> Option<i64> {
         }
     }
     // A UTC offset: `+08:00`, `+0800`, `-05`; `Z` or nothing is UTC.
-    let mut offset_minutes = 0i64;
+    let mut offset_minutes = i64::from(naive.minutes);
+    let upper = s.to_ascii_uppercase();
+    if upper.ends_with('Z') || upper.ends_with("UTC") || upper.ends_with("GMT") {
+        offset_minutes = 0;
+    }
     if let Some(&(sign @ ('+' | '-'), digits)) = rest.first() {
         let (h, m, used) = match (digits.len(), rest.get(1)) {
             (4, _) => (num(&digits[..2])?, num(&digits[2..])?, 1),
@@ -212,6 +223,103 @@ pub struct TimeSpan {
 }
 
 /// A span that is not `<number><unit>`.
+/// A time argument (`--from-time`, `--to-time`) that is not a time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{text:?} is not a time: use RFC 3339 (2024-03-01T08:00:00Z, 2024-03-01T16:00:00+08:00), \
+     2024-03-01 08:00 or 2024-03-01 (UTC), or Unix seconds / milliseconds"
+)]
+pub struct BadTime {
+    pub text: String,
+}
+
+/// Reads a `--from-time` / `--to-time` value (see [`parse_time`]).
+pub fn parse_time_arg(text: &str) -> Result<i64, BadTime> {
+    parse_time(text).ok_or_else(|| BadTime {
+        text: text.to_owned(),
+    })
+}
+
+/// A fixed offset from UTC, written `+08:00`, `-05:00`, `+0530` or `Z` (UTC).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UtcOffset {
+    minutes: i32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text:?} is not a UTC offset: write +HH:MM or -HH:MM (e.g. +08:00 for Beijing time), or Z for UTC")]
+pub struct BadUtcOffset {
+    pub text: String,
+}
+
+impl UtcOffset {
+    pub const UTC: UtcOffset = UtcOffset { minutes: 0 };
+
+    /// Minutes east of UTC.
+    pub fn minutes(self) -> i32 {
+        self.minutes
+    }
+}
+
+impl std::str::FromStr for UtcOffset {
+    type Err = BadUtcOffset;
+
+    fn from_str(text: &str) -> Result<UtcOffset, BadUtcOffset> {
+        let bad = || BadUtcOffset {
+            text: text.to_owned(),
+        };
+        let s = text.trim();
+        if s.eq_ignore_ascii_case("z") || s.eq_ignore_ascii_case("utc") {
+            return Ok(UtcOffset::UTC);
+        }
+        let sign = match s.chars().next() {
+            Some('+') => 1,
+            Some('-') => -1,
+            _ => return Err(bad()),
+        };
+        let digits: String = s[1..].chars().filter(|c| *c != ':').collect();
+        let colon_ok = s[1..].matches(':').count() <= 1 && (s.len() - 1) - digits.len() <= 1;
+        if !colon_ok || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let (h, m) = match digits.len() {
+            2 => (digits.parse::<i32>().map_err(|_| bad())?, 0),
+            4 => (
+                digits[..2].parse::<i32>().map_err(|_| bad())?,
+                digits[2..].parse::<i32>().map_err(|_| bad())?,
+            ),
+            _ => return Err(bad()),
+        };
+        if h > 23 || m > 59 {
+            return Err(bad());
+        }
+        Ok(UtcOffset {
+            minutes: sign * (h * 60 + m),
+        })
+    }
+}
+
+impl std::fmt::Display for UtcOffset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sign = if self.minutes < 0 { '-' } else { '+' };
+        let m = self.minutes.unsigned_abs();
+        write!(f, "{sign}{:02}:{:02}", m / 60, m % 60)
+    }
+}
+
+impl Serialize for UtcOffset {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for UtcOffset {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{text:?} is not a span of time: write a whole number and a unit, e.g. 30d, 2w, 12h, 90m or 3600s (days, weeks, hours, minutes, seconds), at least 1s")]
 pub struct BadTimeSpan {
@@ -389,6 +497,39 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_offset_less_times_in_the_configured_offset() {
+        let beijing: UtcOffset = "+08:00".parse().unwrap();
+        let base = 1_709_280_000_000; // 2024-03-01T08:00:00Z
+        assert_eq!(parse_time_in("2024-03-01 16:00:00", beijing), Some(base));
+        assert_eq!(parse_time_in("2024年3月1日 16:00", beijing), Some(base));
+        // A written offset, Z, UTC and Unix times are not moved.
+        for text in [
+            "2024-03-01T08:00:00Z",
+            "2024-03-01T03:00:00-05:00",
+            "2024-03-01 08:00:00 UTC",
+            "1709280000",
+        ] {
+            assert_eq!(parse_time_in(text, beijing), Some(base), "{text}");
+        }
+        let west: UtcOffset = "-05:30".parse().unwrap();
+        assert_eq!(west.minutes(), -330);
+        assert_eq!(west.to_string(), "-05:30");
+        assert_eq!("Z".parse::<UtcOffset>().unwrap(), UtcOffset::UTC);
+        assert_eq!("+0800".parse::<UtcOffset>().unwrap(), beijing);
+        for bad in [
+            "8",
+            "+8",
+            "+24:00",
+            "+08:60",
+            "Asia/Shanghai",
+            "+08::00",
+            "",
+        ] {
+            assert!(bad.parse::<UtcOffset>().is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn reads_the_usual_forms() {

@@ -477,3 +477,249 @@ fn index_delete_and_revisions_through_batch() {
         "{report}"
     );
 }
+
+/// Writes `lines` as JSONL under `dir`.
+fn write_jsonl(dir: &Path, name: &str, lines: &[Value]) -> std::path::PathBuf {
+    let path = dir.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// One article dated 20 hours ahead (inside the one-day clamp) must not move the stream time past
+/// the arrival time: with a 12-hour window, verbatim reposts of articles dated 1-3 hours ago are
+/// still found.
+#[test]
+fn a_future_dated_article_does_not_empty_a_short_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let now = newsdedup::dedup::now_ms() as i64;
+    let hour = 3_600_000;
+    let originals = common::corpus_articles_cycled("sina_2018_patrick233.jsonl", 300);
+    let mut lines = Vec::new();
+    for (i, a) in originals.iter().enumerate() {
+        let mut a = a.clone();
+        let at = now - hour - (i as i64 % 120) * 60_000;
+        a.insert(
+            "published_at".into(),
+            json!(newsdedup::time::format_rfc3339(at)),
+        );
+        lines.push(Value::Object(a));
+    }
+    let mut ahead = originals[0].clone();
+    ahead.insert("id".into(), json!("from-the-future"));
+    ahead.insert(
+        "content".into(),
+        json!("明日天气预报：本市晴转多云，气温十二到二十摄氏度，东南风三到四级，空气质量良。"),
+    );
+    ahead.insert(
+        "published_at".into(),
+        json!(newsdedup::time::format_rfc3339(now + 20 * hour)),
+    );
+    lines.push(Value::Object(ahead));
+    for a in originals.iter().take(100) {
+        let mut repost = a.clone();
+        let id = format!("repost-{}", common::str_field(a, "id"));
+        repost.insert("id".into(), json!(id));
+        repost.remove("published_at");
+        lines.push(Value::Object(repost));
+    }
+    let input = write_jsonl(dir.path(), "in.jsonl", &lines);
+    let out = dir.path().join("out.jsonl");
+    let status = bin()
+        .args(["batch", "--quiet", "--retention", "12h", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&out)
+        .arg("--index-dir")
+        .arg(&index)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let decided = read_jsonl(&out);
+    let flagged = decided[301..]
+        .iter()
+        .filter(|r| r["dedup"]["decision"] == "duplicate")
+        .count();
+    assert_eq!(flagged, 100, "reposts flagged after a future-dated article");
+    let stats = bin()
+        .args(["index", "stats", "--json", "--index-dir"])
+        .arg(&index)
+        .output()
+        .unwrap();
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let articles = stats["articles"].as_u64().unwrap();
+    assert_eq!(articles, 401, "nothing expired: {stats}");
+}
+
+/// `[input] published_at_offset` reads a `published_at` without an offset in that offset; a
+/// written offset wins.
+#[test]
+fn offset_less_times_are_read_in_the_configured_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("beijing.toml");
+    std::fs::write(&config, "[input]\npublished_at_offset = \"+08:00\"\n").unwrap();
+    let story = "本市今日召开新闻发布会，介绍秋季交通安全专项整治行动的进展情况。据介绍，行动开展以来，全市共查处各类交通违法行为十二万余起，重点路段事故数量同比下降百分之十八。";
+    let input = write_jsonl(
+        dir.path(),
+        "in.jsonl",
+        &[
+            json!({"id": "bare", "content": story, "published_at": "2024-03-01 16:00:00"}),
+            json!({"id": "copy", "content": format!("{story}\n责任编辑：张三")}),
+            json!({"id": "zoned", "content": "市气象台今晨发布寒潮蓝色预警，预计未来三天受强冷空气影响，全市将出现大风降温天气，最低气温将降至零下五摄氏度左右。", "published_at": "2024-03-01T16:00:00Z"}),
+            json!({"id": "copy2", "content": "市气象台今晨发布寒潮蓝色预警，预计未来三天受强冷空气影响，全市将出现大风降温天气，最低气温将降至零下五摄氏度左右。来源：某某网"}),
+        ],
+    );
+    let decide = |config: Option<&Path>, name: &str| {
+        let out = dir.path().join(name);
+        let mut cmd = bin();
+        cmd.args(["batch", "--quiet", "--input"])
+            .arg(&input)
+            .arg("--output")
+            .arg(&out)
+            .arg("--index-dir")
+            .arg(dir.path().join(name).with_extension("idx"));
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        assert!(cmd.status().unwrap().success());
+        read_jsonl(&out)
+    };
+    let beijing = decide(Some(&config), "beijing.jsonl");
+    assert_eq!(
+        beijing[1]["dedup"]["match"]["published_at"], "2024-03-01T08:00:00Z",
+        "{}",
+        beijing[1]
+    );
+    assert_eq!(
+        beijing[3]["dedup"]["match"]["published_at"], "2024-03-01T16:00:00Z",
+        "{}",
+        beijing[3]
+    );
+    let utc = decide(None, "utc.jsonl");
+    assert_eq!(
+        utc[1]["dedup"]["match"]["published_at"],
+        "2024-03-01T16:00:00Z"
+    );
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "[input]\npublished_at_offset = \"Asia/Shanghai\"\n").unwrap();
+    let out = bin()
+        .args(["batch", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("never.jsonl"))
+        .arg("--index-dir")
+        .arg(dir.path().join("never"))
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a UTC offset"), "{stderr}");
+}
+
+/// Articles with planted revisions (50 of 200 ids again with other content): a second pass over
+/// the same input into the same index gives identical output, line by line (the old version gets
+/// the decision it got the first time and does not replace the newer one), and the index ends
+/// holding the newest version of each id.
+#[test]
+fn two_passes_over_revisions_give_identical_output_and_keep_the_newest_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let articles = common::corpus_articles_cycled("peoples_daily_2019_2020.jsonl", 260);
+    let (originals, donors) = articles.split_at(200);
+    let mut lines: Vec<Value> = originals.iter().cloned().map(Value::Object).collect();
+    for (i, donor) in donors.iter().take(50).enumerate() {
+        let original = &originals[i * 4];
+        let mut revision = donor.clone();
+        revision.insert("id".into(), original["id"].clone());
+        let content = format!(
+            "{}（更正：第{}版）",
+            common::str_field(donor, "content"),
+            i + 1
+        );
+        revision.insert("content".into(), json!(content));
+        lines.push(Value::Object(revision));
+    }
+    let input = write_jsonl(dir.path(), "in.jsonl", &lines);
+    let first_out = dir.path().join("first.jsonl");
+    let second_out = dir.path().join("second.jsonl");
+    run_batch(&input, &first_out, &index);
+    run_batch(&input, &second_out, &index);
+    let first = std::fs::read_to_string(&first_out).unwrap();
+    let second = std::fs::read_to_string(&second_out).unwrap();
+    let differing: Vec<usize> = first
+        .lines()
+        .zip(second.lines())
+        .enumerate()
+        .filter(|(_, (a, b))| a != b)
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert!(
+        differing.is_empty(),
+        "lines decided differently: {differing:?}"
+    );
+    let decided = read_jsonl(&first_out);
+    assert!(decided[200..]
+        .iter()
+        .all(|r| r["dedup"]["revision"] == 1 && r["dedup"].get("superseded").is_none()));
+    // The newest version is the one stored: a copy of an old version under a new id never
+    // matches the revised id; a copy of the new version is a duplicate.
+    let mut probes = Vec::new();
+    for (i, original) in originals.iter().step_by(4).take(50).enumerate() {
+        let mut old = original.clone();
+        old.insert("id".into(), json!(format!("old-copy-{i}")));
+        probes.push(Value::Object(old));
+        let mut new = lines[200 + i].as_object().unwrap().clone();
+        new.insert("id".into(), json!(format!("new-copy-{i}")));
+        probes.push(Value::Object(new));
+    }
+    let probes_in = write_jsonl(dir.path(), "probes.jsonl", &probes);
+    let probes_out = dir.path().join("probes.out");
+    run_batch(&probes_in, &probes_out, &index);
+    let probed = read_jsonl(&probes_out);
+    for (i, pair) in probed.chunks(2).enumerate() {
+        let revised_id = &originals[i * 4]["id"];
+        assert_ne!(
+            &pair[0]["dedup"]["match"]["id"], revised_id,
+            "a copy of the replaced version matched {revised_id}"
+        );
+        assert_eq!(pair[1]["dedup"]["decision"], "duplicate", "{}", pair[1]);
+    }
+    verify_index(&index);
+}
+
+/// A version published before the stored one but delivered after it (out of order) is decided and
+/// marked `superseded`; the stored (newer) version stays the one that matches, and the older
+/// version delivered again gets the same output.
+#[test]
+fn an_older_version_delivered_after_a_newer_one_does_not_replace_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index");
+    let old_text = "本市今日召开新闻发布会，介绍秋季交通安全专项整治行动的进展情况。据介绍，行动开展以来，全市共查处各类交通违法行为十二万余起，重点路段事故数量同比下降百分之十八。下一步，交管部门将继续加强夜间巡查。";
+    let new_text = "市气象台今晨发布寒潮蓝色预警，预计未来三天受强冷空气影响，全市将出现大风降温天气，最低气温将降至零下五摄氏度左右。气象部门提醒市民注意防寒保暖，户外作业人员注意安全。";
+    let newer = json!({"id": "a", "content": new_text, "published_at": "2024-03-02T08:00:00Z"});
+    let older = json!({"id": "a", "content": old_text, "published_at": "2024-03-01T08:00:00Z"});
+    let input = write_jsonl(dir.path(), "in.jsonl", &[newer, older.clone(), older]);
+    let out = dir.path().join("out.jsonl");
+    run_batch(&input, &out, &index);
+    let decided = read_jsonl(&out);
+    assert_eq!(decided[1]["dedup"]["superseded"], true, "{}", decided[1]);
+    assert!(decided[1]["dedup"].get("revision").is_none());
+    assert_eq!(decided[2]["dedup"], decided[1]["dedup"]);
+    let probes = write_jsonl(
+        dir.path(),
+        "probes.jsonl",
+        &[
+            json!({"id": "new-copy", "content": format!("{new_text}\n来源：某某网")}),
+            json!({"id": "old-copy", "content": format!("{old_text}\n来源：某某网")}),
+        ],
+    );
+    let probes_out = dir.path().join("probes.out");
+    run_batch(&probes, &probes_out, &index);
+    let probed = read_jsonl(&probes_out);
+    assert_eq!(probed[0]["dedup"]["match"]["id"], "a", "{}", probed[0]);
+    assert_eq!(probed[1]["dedup"]["decision"], "unique", "{}", probed[1]);
+    verify_index(&index);
+}

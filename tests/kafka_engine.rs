@@ -42,7 +42,7 @@ fn start(dir: &std::path::Path, sink: VecSink) -> Engine {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
         max_output_bytes: 1 << 20,
-        max_article_bytes: 1 << 20,
+        read_rules: newsdedup::article::ReadRules::new(1 << 20),
     });
     Engine::start(
         Deduper::new(index, 3),
@@ -252,7 +252,7 @@ fn index_error_stops_decisions(sync_handle: bool) {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
         max_output_bytes: 1 << 20,
-        max_article_bytes: 1 << 20,
+        read_rules: newsdedup::article::ReadRules::new(1 << 20),
     });
     let decider = FailAfter {
         inner: Deduper::new(index, 3),
@@ -311,7 +311,7 @@ fn an_article_whose_output_cannot_fit_is_oversized_and_never_indexed() {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
         max_output_bytes: 64 * 1024,
-        max_article_bytes: 1 << 20,
+        read_rules: newsdedup::article::ReadRules::new(1 << 20),
     });
     let mut engine = Engine::start(
         Deduper::new(index, 3),

@@ -47,7 +47,11 @@ fn decide_json(
     now_ms: u64,
 ) -> (newsdedup::dedup::Decision, Value) {
     let raw = article.to_string();
-    let mut prepared = pipeline::prepare(raw.as_bytes(), fp, 1 << 20);
+    let mut prepared = pipeline::prepare(
+        raw.as_bytes(),
+        fp,
+        &newsdedup::article::ReadRules::new(1 << 20),
+    );
     prepared.set_record_time(record_time_ms);
     match pipeline::decide(d, prepared, None, now_ms).unwrap() {
         Outcome::Decided {
@@ -215,7 +219,7 @@ fn record(seq: u64, event_ms: i64, unique: bool) -> StoredArticle {
         fingerprint: Fingerprint(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         url: None,
         title: None,
-        first_seen_ms: 0,
+        first_seen_ms: event_ms.max(0) as u64,
         decision: if unique {
             StoredDecision::Unique
         } else {
@@ -227,6 +231,7 @@ fn record(seq: u64, event_ms: i64, unique: bool) -> StoredArticle {
         event_ms,
         published_ms: Some(event_ms),
         event_time_clamped: false,
+        earlier: Vec::new(),
     }
 }
 

@@ -149,6 +149,7 @@ def main() -> int:
     b.add_argument("--output", required=True)
     b.add_argument("--index-dir", required=True)
     b.add_argument("--threshold", type=int, default=3)
+    b.add_argument("--quiet", action="store_true", help="accepted for compatibility (no progress lines anyway)")
     f = sub.add_parser("fingerprint")
     f.add_argument("--input", required=True)
     args = p.parse_args()

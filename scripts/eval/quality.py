@@ -342,8 +342,17 @@ def write_outputs(args, rep: dict) -> None:
         for name, text in svgs.items():
             with open(os.path.join(docs, f"quality_{name}.svg"), "w", encoding="utf-8") as fh:
                 fh.write(text)
-        with open(os.path.join(docs, "QUALITY.md"), "w", encoding="utf-8") as fh:
-            fh.write(report.render(rep, {"threshold": "quality_threshold.svg", "distance": "quality_distance.svg"}))
+        path = os.path.join(docs, "QUALITY.md")
+        text = report.render(rep, {"threshold": "quality_threshold.svg", "distance": "quality_distance.svg"})
+        # The natural-pairs section is written by natural.py; keep it.
+        if os.path.exists(path):
+            import natural
+            old = open(path, encoding="utf-8").read()
+            if natural.DOC_BEGIN in old and natural.DOC_END in old:
+                section = old[old.index(natural.DOC_BEGIN):old.index(natural.DOC_END) + len(natural.DOC_END)]
+                text = natural.replace_doc_section(text, section + "\n")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
         print(f"doc: {os.path.join(docs, 'QUALITY.md')}", file=sys.stderr)
 
 

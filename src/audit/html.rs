@@ -3,33 +3,12 @@
 //! urls) is escaped, in text and in attributes alike; urls are shown as text, never as links.
 
 use super::collect::{Reason, SampleKind};
+use super::escape::{escape, push_escaped};
 use super::report::{Pair, Report, Side, CONTAINMENT_BINS};
 use super::svg::{self, Bar, Row};
 use crate::time::format_utc;
 use std::fmt::Write;
 use std::ops::Range;
-
-/// Escapes text for HTML text and quoted attribute values.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 8);
-    for c in text.chars() {
-        push_escaped(&mut out, c);
-    }
-    out
-}
-
-fn push_escaped(out: &mut String, c: char) {
-    match c {
-        '&' => out.push_str("&amp;"),
-        '<' => out.push_str("&lt;"),
-        '>' => out.push_str("&gt;"),
-        '"' => out.push_str("&quot;"),
-        '\'' => out.push_str("&#39;"),
-        // Control characters other than tab and newlines are not valid HTML text.
-        c if c.is_control() && !matches!(c, '\t' | '\n' | '\r') => out.push('\u{fffd}'),
-        c => out.push(c),
-    }
-}
 
 const STYLE: &str = r#"
 :root { --ink: #1d2733; --muted: #5f6b7a; --line: #dde3ea; --bg: #f6f8fa; --dup: #2b64a8;
@@ -710,15 +689,6 @@ fn side(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escapes_markup_quotes_and_controls() {
-        assert_eq!(
-            escape(r#"<script>alert("x")</script> & 'y'"#),
-            "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;y&#39;"
-        );
-        assert_eq!(escape("a\u{0}b\nc"), "a\u{fffd}b\nc");
-    }
 
     #[test]
     fn marks_spans_escaped_and_cut() {

@@ -4,7 +4,7 @@
 use super::collect::{AuditOptions, Collector, Location, Plan};
 use super::record::BadRecord;
 use super::{AuditError, Progress};
-use crate::batch::{read_line_limited, Line};
+use crate::ordered::{read_line_limited, Line};
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 /// A buffered reader that knows the byte offset of what it hands out.

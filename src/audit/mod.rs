@@ -15,6 +15,7 @@
 //! Pure: no broker, no index, no command line.
 
 pub mod collect;
+mod escape;
 pub mod highlight;
 pub mod html;
 pub mod jsonl;
@@ -32,16 +33,8 @@ use std::time::{Duration, Instant};
 pub enum AuditError {
     #[error("cannot read the input: {0}")]
     Read(#[source] std::io::Error),
-    #[error(
-        "{0:?} is not a time: use RFC 3339 (2024-03-01T08:00:00Z, 2024-03-01T16:00:00+08:00), \
-         2024-03-01 08:00 or 2024-03-01 (UTC), or Unix seconds / milliseconds"
-    )]
-    BadTime(String),
-}
-
-/// Reads a `--from-time` / `--to-time` value (see [`crate::time::parse_time`]).
-pub fn parse_time_arg(text: &str) -> Result<i64, AuditError> {
-    crate::time::parse_time(text).ok_or_else(|| AuditError::BadTime(text.to_owned()))
+    #[error(transparent)]
+    BadTime(#[from] crate::time::BadTime),
 }
 
 /// Rate limit of progress lines on stderr.

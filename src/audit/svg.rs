@@ -1,7 +1,7 @@
 //! Inline SVG charts for the report: vertical (optionally stacked) bars and labelled horizontal
 //! bars. Plain strings, every text escaped; colours come from the page's CSS classes.
 
-use super::html::escape;
+use super::escape::escape;
 use std::fmt::Write;
 
 /// One vertical bar: its label, the stacked values (bottom first) and a tooltip.

@@ -178,6 +178,77 @@ pub struct StoredArticle {
     /// The claimed event time was too far in the future and the arrival time was used instead.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub event_time_clamped: bool,
+    /// The versions of the id this one replaced (or that arrived after it but were older),
+    /// newest first, at most [`MAX_EARLIER_VERSIONS`], each with the decision it got: a
+    /// re-delivered or replayed older version gets that decision again and replaces nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<EarlierVersion>,
+}
+
+impl StoredArticle {
+    /// What this article moves the index's stream time to (at least): its event time, but never
+    /// past the time it arrived, so a clock that runs ahead dates the article without expiring
+    /// everything else.
+    pub fn stream_time_ms(&self) -> i64 {
+        self.event_ms
+            .min(i64::try_from(self.first_seen_ms).unwrap_or(i64::MAX))
+    }
+
+    /// This version as an [`EarlierVersion`] of a newer one.
+    pub fn as_earlier(&self) -> EarlierVersion {
+        EarlierVersion {
+            fingerprint: self.fingerprint,
+            decision: self.decision,
+            matched: self.matched.clone(),
+            revision: self.revision,
+            event_ms: self.event_ms,
+            event_time_clamped: self.event_time_clamped,
+            superseded: false,
+        }
+    }
+
+    /// The decision a version of this id with `fingerprint` got, if it is this one or one of the
+    /// remembered earlier ones.
+    pub fn version(&self, fingerprint: Fingerprint) -> Option<EarlierVersion> {
+        if self.fingerprint == fingerprint {
+            return Some(self.as_earlier());
+        }
+        self.earlier
+            .iter()
+            .find(|v| v.fingerprint == fingerprint)
+            .cloned()
+    }
+
+    /// `earlier` for a version that replaces this one: this one first, then its own earlier
+    /// versions, bounded.
+    pub fn history_after(&self) -> Vec<EarlierVersion> {
+        std::iter::once(self.as_earlier())
+            .chain(self.earlier.iter().cloned())
+            .take(MAX_EARLIER_VERSIONS)
+            .collect()
+    }
+}
+
+/// How many earlier versions of an id the index remembers (their decisions are replayed when
+/// they are delivered again). Older ones than this are decided afresh.
+pub const MAX_EARLIER_VERSIONS: usize = 8;
+
+/// An earlier version of an article id, with the decision it got.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EarlierVersion {
+    pub fingerprint: Fingerprint,
+    pub decision: StoredDecision,
+    #[serde(rename = "match", default, skip_serializing_if = "Option::is_none")]
+    pub matched: Option<MatchRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<Revision>,
+    #[serde(default)]
+    pub event_ms: i64,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub event_time_clamped: bool,
+    /// This version arrived after a newer one (it was published before it) and never replaced it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
 }
 
 /// Event times more than this ahead of the arrival time (a bad clock, a typo in the year) are
@@ -220,8 +291,8 @@ pub struct IndexCounts {
     pub articles: u64,
     pub unique: u64,
     pub next_seq: u64,
-    /// Stream time: the newest event time (Unix ms) of any article written; 0 when none. Only
-    /// moves forward.
+    /// Stream time: the newest event time (Unix ms) of any article written, each capped at its
+    /// arrival time ([`StoredArticle::stream_time_ms`]); 0 when none. Only moves forward.
     pub stream_time_ms: i64,
 }
 

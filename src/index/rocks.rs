@@ -33,7 +33,6 @@ use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, StoredArticle, StoredDecision};
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
-use crate::restore::{self, Apply, RestoreTarget, Restored};
 use crate::simhash::{Fingerprint, BLOCKS};
 use crate::sketch::{Sketch, SKETCH_BYTES};
 use crate::time::{format_rfc3339, Bucket, TimeSpan};
@@ -1218,47 +1217,25 @@ impl RocksIndex {
     }
 }
 
-impl RestoreTarget for RocksIndex {
-    /// One atomic write, so an index built from the output topics always knows exactly which
-    /// records it holds. Idempotent (`restore::apply_rule`).
-    fn apply_restored(
+impl RocksIndex {
+    /// One atomic write of a restored article, when given (`id`, the stored version it replaces
+    /// if any, the article, whether it is searchable), and of a read position of the output
+    /// topics (topic, partition, next offset), so an index built from the output topics always
+    /// knows exactly which records it holds. The article's `seq` is assigned here.
+    pub fn write_restored(
         &mut self,
-        restored: Option<&Restored>,
+        article: Option<(&str, Option<&StoredArticle>, &StoredArticle, bool)>,
         position: Option<(&str, i32, i64)>,
-    ) -> Result<Apply, IndexError> {
+    ) -> Result<(), IndexError> {
         let mut counts = self.counts;
         let mut batch = WriteBatch::default();
-        let apply = match restored {
-            None => Apply::Skip,
-            Some(r) => {
-                let apply = restore::apply_rule(self.get(&r.id)?, &r.article);
-                let article = StoredArticle {
-                    seq: counts.next_seq,
-                    ..r.article.clone()
-                };
-                let previous = match &apply {
-                    Apply::Insert => None,
-                    Apply::Replace(p) => Some(&**p),
-                    Apply::Skip => {
-                        if position.is_none() {
-                            return Ok(Apply::Skip);
-                        }
-                        None
-                    }
-                };
-                if apply != Apply::Skip {
-                    self.stage_article(
-                        &mut batch,
-                        &mut counts,
-                        &r.id,
-                        previous,
-                        &article,
-                        r.searchable,
-                    )?;
-                }
-                apply
-            }
-        };
+        if let Some((id, previous, article, searchable)) = article {
+            let article = StoredArticle {
+                seq: counts.next_seq,
+                ..article.clone()
+            };
+            self.stage_article(&mut batch, &mut counts, id, previous, &article, searchable)?;
+        }
         if let Some((topic, partition, next)) = position {
             batch.put_cf(
                 self.cf(META)?,
@@ -1266,8 +1243,7 @@ impl RestoreTarget for RocksIndex {
                 next.to_be_bytes(),
             );
         }
-        self.commit(batch, counts)?;
-        Ok(apply)
+        self.commit(batch, counts)
     }
 }
 
@@ -1497,7 +1473,7 @@ impl RocksIndex {
             expiry_key(article.event_ms, article.seq),
             id.as_bytes(),
         );
-        counts.stream_time_ms = counts.stream_time_ms.max(article.event_ms);
+        counts.stream_time_ms = counts.stream_time_ms.max(article.stream_time_ms());
         self.expiry_floor
             .fetch_min(article.event_ms, Ordering::Relaxed);
         if searchable {
@@ -1566,11 +1542,12 @@ mod tests {
             event_ms,
             published_ms: None,
             event_time_clamped: false,
+            earlier: Vec::new(),
             seq,
             fingerprint: Fingerprint(u64::from(bin) * 0x9e37_79b9),
             url: None,
             title: None,
-            first_seen_ms: 0,
+            first_seen_ms: event_ms.max(0) as u64,
             decision: StoredDecision::Unique,
             matched: None,
             sketch: Some(Sketch {

@@ -101,7 +101,9 @@ pub fn create_consumer(
     for (k, v) in properties {
         config.set(k, v);
     }
-    config.create_with_context(ctx)
+    config
+        .create_with_context(ctx)
+        .map_err(|e| super::producer::redacted(e, properties))
 }
 
 impl ClientContext for ConsumerCtx {
@@ -601,7 +603,7 @@ fn consume(
             pressure = false;
         }
         // One active instance: nothing is fetched while another member holds partitions.
-        let shared_group = exclusive && !super::exclusive::alone(&shared.health);
+        let shared_group = exclusive && !shared.health.alone();
         let want_paused = pressure || shared_group;
         if want_paused != paused || (rebalanced && paused) {
             set_paused(consumer, want_paused);

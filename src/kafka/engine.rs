@@ -23,7 +23,7 @@
 //! answering `sync` so that what was done before the failure can still be committed.
 
 use super::record::{self, InputMessage, OutputRecord, Ticket};
-use crate::article::{InvalidArticle, InvalidReason};
+use crate::article::{InvalidArticle, InvalidReason, ReadRules};
 use crate::dedup::{self, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
@@ -123,7 +123,7 @@ pub trait Preparer: Send + Sync + 'static {
 /// fits the producer's limit.
 pub struct LocalPreparer {
     pub fingerprinter: Fingerprinter,
-    pub max_article_bytes: usize,
+    pub read_rules: ReadRules,
     /// The producer's `message.max.bytes`. An article whose output record (value, key and
     /// headers) could exceed it is invalid (`oversized`) before it reaches the index, so the
     /// index never holds an article that no reader of the output topics saw.
@@ -138,7 +138,7 @@ impl Preparer for LocalPreparer {
                 "record has no value (null payload)",
             ));
         };
-        let prepared = pipeline::prepare(bytes, &self.fingerprinter, self.max_article_bytes);
+        let prepared = pipeline::prepare(bytes, &self.fingerprinter, &self.read_rules);
         if let Prepared::Valid {
             article,
             open_record,

@@ -3,7 +3,7 @@
 //! to the other one. So `run` decides only while it holds every partition of the input topic:
 //!
 //! * the consumer loop pauses fetching whenever this member holds fewer partitions than the topic
-//!   has (`alone` below), so nothing is decided while the group is split;
+//!   has (`Health::alone`), so nothing is decided while the group is split;
 //! * a watch thread keeps the partition count current and stops the service, like any fatal error
 //!   (/health 503 with the reason, commit what is done, exit non-zero), once this member has held
 //!   fewer than every partition for longer than the grace period, counted from the end of its
@@ -24,30 +24,6 @@ use std::time::Duration;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the watch looks at the assignment and refreshes the partition count.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
-
-/// Whether this member holds every partition of the input topic (true while the count is not
-/// known yet: the first count is read before joining). Called by the consumer loop at every
-/// iteration, it also keeps the record the watch reads, so that even a short full assignment
-/// counts.
-pub fn alone(health: &Health) -> bool {
-    let total = health.partitions_total.load(Ordering::Relaxed);
-    let held = health.assigned.load(Ordering::Relaxed);
-    let alone = total == 0 || held >= total;
-    if alone {
-        if held > 0 {
-            health.held_all_once.store(true, Ordering::Relaxed);
-        }
-        health.short_since_ms.store(0, Ordering::Relaxed);
-    } else if health.joined.load(Ordering::Relaxed)
-        && health.short_since_ms.load(Ordering::Relaxed) == 0
-    {
-        // Counted from the end of the group join: a slow join is not another member.
-        health
-            .short_since_ms
-            .store(crate::dedup::now_ms().max(1), Ordering::Relaxed);
-    }
-    alone
-}
 
 /// Reads the input topic's partition count into `health` (before joining, so that a member is
 /// never alone by mistake). Best effort: unknown until the watch reads it.

@@ -104,6 +104,31 @@ const STALL: Duration = Duration::from_secs(30);
 const ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl Health {
+    /// Whether this member holds every partition of the input topic (true while the count is not
+    /// known yet: the first count is read before joining). Called by the consumer loop at every
+    /// iteration, it also keeps the record the watch reads, so that even a short full assignment
+    /// counts.
+    pub fn alone(&self) -> bool {
+        let total = self.partitions_total.load(Ordering::Relaxed);
+        let held = self.assigned.load(Ordering::Relaxed);
+        let alone = total == 0 || held >= total;
+        if alone {
+            if held > 0 {
+                self.held_all_once.store(true, Ordering::Relaxed);
+            }
+            self.short_since_ms.store(0, Ordering::Relaxed);
+        } else if self.joined.load(Ordering::Relaxed)
+            && self.short_since_ms.load(Ordering::Relaxed) == 0
+        {
+            // Counted from the end of the group join: a slow join is not another member.
+            self.short_since_ms
+                .store(crate::dedup::now_ms().max(1), Ordering::Relaxed);
+        }
+        alone
+    }
+}
+
+impl Health {
     pub fn new(progress_timeout: Duration) -> Self {
         Health {
             state: AtomicU8::new(State::Starting as u8),

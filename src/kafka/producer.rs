@@ -41,7 +41,19 @@ pub fn create_producer(
     for (k, v) in properties {
         config.set(k, v);
     }
-    config.create_with_context(context)
+    config
+        .create_with_context(context)
+        .map_err(|e| redacted(e, properties))
+}
+
+/// A client creation error with secret property values taken out (librdkafka may quote a value).
+pub(crate) fn redacted(e: KafkaError, properties: &BTreeMap<String, String>) -> KafkaError {
+    match e {
+        KafkaError::ClientCreation(message) => {
+            KafkaError::ClientCreation(crate::settings::redact_secrets(&message, properties))
+        }
+        other => other,
+    }
 }
 
 /// Marks input offsets done when their output is acknowledged.

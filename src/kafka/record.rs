@@ -319,7 +319,11 @@ mod tests {
         let mut last = None;
         for id in ["a", "b"] {
             let raw = serde_json::json!({"id": id, "title": "稳就业", "content": text}).to_string();
-            let prepared = crate::pipeline::prepare(raw.as_bytes(), &fp, 1 << 20);
+            let prepared = crate::pipeline::prepare(
+                raw.as_bytes(),
+                &fp,
+                &crate::article::ReadRules::new(1 << 20),
+            );
             last = match crate::pipeline::decide(&mut deduper, prepared, None, 0).unwrap() {
                 crate::pipeline::Outcome::Decided { decision, .. } => Some(decision),
                 other => panic!("{other:?}"),
