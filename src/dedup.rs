@@ -450,6 +450,12 @@ impl<S: ArticleStore> Deduper<S> {
         &self.store
     }
 
+    /// The store, for what is not a decision (taking an article out whose output could not be
+    /// delivered).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
     pub fn into_store(self) -> S {
         self.store
     }

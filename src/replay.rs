@@ -229,6 +229,14 @@ impl<D: DecisionStage> DecisionStage for Counting<D> {
     fn disk_bytes(&self) -> u64 {
         self.inner.disk_bytes()
     }
+
+    fn withdraw(
+        &mut self,
+        id: &str,
+        fingerprint: crate::simhash::Fingerprint,
+    ) -> Result<bool, crate::error::IndexError> {
+        self.inner.withdraw(id, fingerprint)
+    }
 }
 
 /// Where the replay's output records go: `run`'s topics, or a JSONL file (dry run).

@@ -35,7 +35,7 @@ impl OutputSink for VecSink {
     }
 }
 
-fn start(dir: &std::path::Path, sink: VecSink) -> Engine {
+fn start<K: OutputSink>(dir: &std::path::Path, sink: K) -> Engine {
     let config = Config::default();
     let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
     let index = RocksIndex::open(dir, fp.identity(), &config.index).expect("index");
@@ -227,6 +227,14 @@ impl DecisionStage for FailAfter {
     fn counts(&self) -> IndexCounts {
         DecisionStage::counts(&self.inner)
     }
+
+    fn withdraw(
+        &mut self,
+        id: &str,
+        fingerprint: newsdedup::simhash::Fingerprint,
+    ) -> Result<bool, IndexError> {
+        DecisionStage::withdraw(&mut self.inner, id, fingerprint)
+    }
 }
 
 #[test]
@@ -362,4 +370,132 @@ fn an_article_whose_output_cannot_fit_is_oversized_and_never_indexed() {
         1,
         "only the small article is indexed"
     );
+}
+
+/// A sink standing in for a broker whose output topic refuses records over `limit` bytes (a
+/// topic `max.message.bytes` below the producer's; the test broker does not enforce it). It does
+/// what the producer does on such a refusal: withdraw the decided article from the index, then
+/// deliver the size-bounded DLQ record, then acknowledge.
+#[derive(Clone)]
+struct RefusingSink {
+    limit: usize,
+    engine: Arc<Mutex<Option<newsdedup::kafka::engine::EngineHandle>>>,
+    inner: VecSink,
+}
+
+impl OutputSink for RefusingSink {
+    fn attach(&mut self, engine: &newsdedup::kafka::engine::EngineHandle) {
+        *self.engine.lock() = Some(engine.clone());
+    }
+
+    fn send(&mut self, record: OutputRecord, ticket: Ticket) {
+        if record.kind == OutputKind::Dlq || record.payload.len() <= self.limit {
+            return self.inner.send(record, ticket);
+        }
+        let engine = self.engine.lock().clone().expect("attached");
+        let indexed = record
+            .indexed
+            .clone()
+            .expect("a decided record names its index entry");
+        // Off the decision thread, as the producer's delivery tasks are.
+        let withdrawn =
+            std::thread::spawn(move || engine.withdraw(&indexed, Duration::from_secs(10)))
+                .join()
+                .expect("withdraw thread");
+        assert_eq!(withdrawn, Ok(true));
+        let fallback = newsdedup::kafka::record::oversized_fallback(record, "MessageSizeTooLarge");
+        self.inner.send(fallback, ticket);
+    }
+}
+
+/// An output the broker refuses as too large after the article was indexed goes to the DLQ, and
+/// the article leaves the index: a later copy is decided as a standby or a rebuild (which read
+/// only the output topics) decide it, not as a duplicate of an article no reader received.
+#[test]
+fn an_output_refused_after_indexing_is_withdrawn_so_the_index_agrees_with_the_topics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let delivered = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let sink = RefusingSink {
+        limit: 8 * 1024,
+        engine: Arc::default(),
+        inner: delivered.clone(),
+    };
+    let mut engine = start(dir.path(), sink);
+    let epoch = tracker.lock().assign(0);
+    let body = "城市更新与社区治理的实践观察，记者走访多个街道，听取居民对老旧小区改造的意见。"
+        .repeat(120);
+    let big = json!({"id": "big", "title": "老旧小区改造", "content": body});
+    let small = json!({"id": "small", "title": "短讯", "content": "本市今日召开新闻发布会，介绍秋季交通安全专项整治行动的进展情况。"});
+    let copy = json!({"id": "big-copy", "title": "老旧小区改造", "content": format!("{body}\n责任编辑：张三")});
+    for (offset, value) in [big, small].iter().enumerate() {
+        tracker.lock().register(0, offset as i64);
+        engine
+            .submit(message(0, offset as i64, epoch, value))
+            .expect("submit");
+    }
+    let wait_for = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while delivered.out.lock().len() < n {
+            assert!(Instant::now() < deadline, "engine did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for(2);
+    tracker.lock().register(0, 2);
+    engine.submit(message(0, 2, epoch, &copy)).expect("submit");
+    wait_for(3);
+    engine.handle().sync(Duration::from_secs(10)).expect("sync");
+    engine.shutdown();
+    let out = delivered.out.lock().clone();
+    let kinds: Vec<OutputKind> = out.iter().map(|(r, _)| r.kind).collect();
+    assert_eq!(
+        kinds[0],
+        OutputKind::Dlq,
+        "the refused output went to the DLQ"
+    );
+    assert_eq!(header(&out[0].0, "newsdedup.error.reason"), "oversized");
+    let copy_out: Value = serde_json::from_slice(&out[2].0.payload).expect("json");
+    assert_eq!(
+        copy_out["dedup"]["decision"], "unique",
+        "a copy of the withdrawn article: {}",
+        copy_out["dedup"]
+    );
+    // What a rebuild from the output topics holds: the same articles as the live index.
+    let live = RocksIndex::open_raw(dir.path(), &Default::default()).expect("reopen");
+    let topics = tempfile::tempdir().expect("tempdir");
+    let file = topics.path().join("outputs.jsonl");
+    let lines: String = out
+        .iter()
+        .filter(|(r, _)| r.kind != OutputKind::Dlq)
+        .map(|(r, _)| format!("{}\n", String::from_utf8_lossy(&r.payload)))
+        .collect();
+    std::fs::write(&file, lines).expect("write");
+    let config = Config::default();
+    let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
+    let mut rebuilt = RocksIndex::open(&topics.path().join("index"), fp.identity(), &config.index)
+        .expect("index");
+    newsdedup::replica::rebuild_from_files(
+        &mut rebuilt,
+        &fp,
+        &[file],
+        newsdedup::replica::ApplyOptions {
+            threads: 2,
+            published_at_offset: Default::default(),
+        },
+        None,
+    )
+    .expect("rebuild");
+    use newsdedup::index::ArticleStore;
+    for id in ["big", "small", "big-copy"] {
+        assert_eq!(
+            live.get(id).expect("get").map(|a| a.fingerprint),
+            rebuilt.get(id).expect("get").map(|a| a.fingerprint),
+            "{id}: live index and rebuild disagree"
+        );
+    }
+    assert!(live.get("big").expect("get").is_none());
 }

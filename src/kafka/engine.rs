@@ -22,7 +22,7 @@
 //! never acknowledged, so their offsets are never committed), records the failure and keeps
 //! answering `sync` so that what was done before the failure can still be committed.
 
-use super::record::{self, InputMessage, OutputRecord, Ticket};
+use super::record::{self, Indexed, InputMessage, OutputRecord, Ticket};
 use crate::article::{InvalidArticle, InvalidReason, ReadRules};
 use crate::dedup::{self, Deduper};
 use crate::error::IndexError;
@@ -30,6 +30,7 @@ use crate::fingerprint::Fingerprinter;
 use crate::index::{ArticleStore, IndexCounts, RocksIndex, SyncHandle};
 use crate::metrics as m;
 use crate::pipeline::{self, Outcome, Prepared};
+use crate::simhash::Fingerprint;
 use crossbeam_channel::{bounded, never, select, unbounded, Receiver, Sender};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -50,9 +51,18 @@ pub trait DurableStore: ArticleStore + Send + 'static {
     fn disk_bytes(&self) -> u64 {
         0
     }
+    /// Removes `id` if its stored version has `fingerprint`, durably; true if it did.
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
 }
 
 impl DurableStore for RocksIndex {
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
+        if self.get(id)?.is_some_and(|a| a.fingerprint == fingerprint) {
+            return Ok(!self.delete(&[id.to_owned()])?.is_empty());
+        }
+        Ok(false)
+    }
+
     fn sync(&self) -> Result<(), IndexError> {
         RocksIndex::sync(self)
     }
@@ -81,9 +91,16 @@ pub trait DecisionStage: Send + 'static {
     fn disk_bytes(&self) -> u64 {
         0
     }
+    /// Takes a decided article out of the index (its stored version is `fingerprint`),
+    /// durably, because its output can never reach its topic. True if it was there.
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
 }
 
 impl<S: DurableStore> DecisionStage for Deduper<S> {
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
+        self.store_mut().withdraw(id, fingerprint)
+    }
+
     fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError> {
         pipeline::decide(self, prepared, None, now_ms)
     }
@@ -185,6 +202,7 @@ struct Ready {
 
 enum Control {
     Sync(Sender<Result<(), String>>),
+    Withdraw(Indexed, Sender<Result<bool, String>>),
 }
 
 /// Cloneable access to a running engine: durability requests and failure state.
@@ -222,6 +240,24 @@ impl EngineHandle {
             .map_err(|_| self.stopped())?;
         match rx.recv_timeout(timeout) {
             Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(EngineError::Failed(e)),
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(EngineError::Timeout(timeout)),
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(self.stopped()),
+        }
+    }
+
+    /// Withdraws a decided article from the index, durably, because its output record can never
+    /// reach its topic (refused as too large: it goes to the DLQ instead). Waits at most
+    /// `timeout` for the decision thread. Call it before the replacement record is delivered, so
+    /// the input offset is never committed with the article still indexed. Later copies are then
+    /// decided as a reader of the output topics (a standby, a rebuild) would decide them.
+    pub fn withdraw(&self, indexed: &Indexed, timeout: Duration) -> Result<bool, EngineError> {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(Control::Withdraw(indexed.clone(), tx))
+            .map_err(|_| self.stopped())?;
+        match rx.recv_timeout(timeout) {
+            Ok(Ok(done)) => Ok(done),
             Ok(Err(e)) => Err(EngineError::Failed(e)),
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(EngineError::Timeout(timeout)),
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(self.stopped()),
@@ -640,6 +676,28 @@ fn decide_loop<D: DecisionStage, K: OutputSink>(
                         last_disk = Instant::now();
                         metrics.index_disk.set(decider.disk_bytes() as f64);
                     }
+                    let _ = reply.send(result);
+                }
+                Ok(Control::Withdraw(indexed, reply)) => {
+                    let result = decider
+                        .withdraw(&indexed.id, indexed.fingerprint)
+                        .map_err(|e| e.to_string());
+                    match &result {
+                        Ok(true) => tracing::warn!(
+                            "withdrew article {:?} from the index: its output was refused by the broker and went to the DLQ",
+                            indexed.id
+                        ),
+                        Ok(false) => {}
+                        Err(e) => {
+                            failed = true;
+                            let msg = format!("cannot withdraw article {:?} from the index: {e}; stopped deciding", indexed.id);
+                            tracing::error!("{msg}");
+                            failure.lock().get_or_insert(msg);
+                        }
+                    }
+                    let counts = decider.counts();
+                    metrics.index_articles.set(counts.articles as f64);
+                    metrics.index_unique.set(counts.unique as f64);
                     let _ = reply.send(result);
                 }
                 Err(_) => control_rx = never(),

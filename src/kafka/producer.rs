@@ -329,8 +329,19 @@ async fn deliver(
             return;
         }
         let since = *first_failure.get_or_insert_with(Instant::now);
+        let indexed = record.indexed.clone();
         record = match on_failure(&out, record, &error, &ticket, since) {
-            Next::Replace(r) => r,
+            Next::Replace(r) => {
+                // The decided article will never be in its topic: take it out of the index first
+                // (durably), so the offset is never committed with it indexed.
+                if let Some(indexed) = indexed {
+                    if let Err(why) = withdraw(&out, indexed).await {
+                        out.fail(why);
+                        return;
+                    }
+                }
+                r
+            }
             Next::Retry(r) => {
                 acks.retries.increment(1);
                 tracing::warn!(
@@ -373,6 +384,28 @@ async fn deliver(
                 },
             }
         };
+    }
+}
+
+/// Longest wait for the decision thread to withdraw an article.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [`EngineHandle::withdraw`] off the async runtime (it blocks on the decision thread); the
+/// failure to report if it cannot be done.
+async fn withdraw(out: &Output, indexed: record::Indexed) -> Result<(), String> {
+    let Some(engine) = out.engine.get().cloned() else {
+        return Err(format!(
+            "cannot withdraw article {:?} from the index: no decision stage attached",
+            indexed.id
+        ));
+    };
+    let id = indexed.id.clone();
+    match tokio::task::spawn_blocking(move || engine.withdraw(&indexed, WITHDRAW_TIMEOUT)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "cannot withdraw article {id:?}, whose output the broker refused, from the index: {e}; stopped, nothing after it is committed"
+        )),
+        Err(e) => Err(format!("withdrawing article {id:?} from the index failed: {e}")),
     }
 }
 

@@ -4,6 +4,7 @@
 
 use crate::article::InvalidArticle;
 use crate::dedup::Decision;
+use crate::simhash::Fingerprint;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -75,6 +76,17 @@ pub struct OutputRecord {
     pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
     pub headers: Vec<(String, Vec<u8>)>,
+    /// For a decided article, the index entry the record stands for: if the record can never
+    /// reach its topic, the entry is withdrawn (`EngineHandle::withdraw`), so that the index and
+    /// the output topics (what a standby or a rebuild reads) agree.
+    pub indexed: Option<Indexed>,
+}
+
+/// An article's entry in the index: its id and the fingerprint of the version decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Indexed {
+    pub id: String,
+    pub fingerprint: Fingerprint,
 }
 
 /// Identifies the input message an output record answers, for acknowledgement.
@@ -159,6 +171,10 @@ pub fn decided_record(
         key: Some(id.as_bytes().to_vec()),
         payload: record,
         headers: input.output_headers(kind.as_str()),
+        indexed: Some(Indexed {
+            id: id.to_owned(),
+            fingerprint: decision.fingerprint,
+        }),
     }
 }
 
@@ -180,6 +196,7 @@ pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
         key: input.key,
         payload: input.payload.unwrap_or_default(),
         headers,
+        indexed: None,
     }
 }
 
@@ -244,6 +261,7 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputR
         key,
         payload,
         headers,
+        indexed: None,
     }
 }
 
