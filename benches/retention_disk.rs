@@ -118,6 +118,7 @@ fn main() {
                     published_ms: Some(event_ms - 3_600_000),
                     contained: Some(0.95),
                     rule: Some(newsdedup::index::MatchRule::Simhash),
+                    relation: Some(newsdedup::index::Relation::Copy),
                 }),
                 sketch: Some(random_sketch(&mut rng)),
                 revision: None,

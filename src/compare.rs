@@ -4,7 +4,7 @@
 use crate::dedup::DedupConfig;
 use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
 use crate::index::MatchRule;
-use crate::sketch::Similarity;
+use crate::sketch::{BinMask, Similarity, Sketch};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -33,6 +33,10 @@ pub fn feature_json(f: &Feature) -> Value {
 
 /// The comparison report of `newsdedup compare` (README): distance, second check, whether the
 /// index would see the pair, the verdict by `rule`, and the features that made it.
+///
+/// `crowded_bands` says which of A's sketch bands are crowded in an index (`compare
+/// --index-dir`), as the decision's lookup finds them: their bins are template text, left out of
+/// the second check. Without an index nothing is left out.
 pub fn compare(
     fp: &Fingerprinter,
     a: &CompareInput,
@@ -40,6 +44,7 @@ pub fn compare(
     rule: &DedupConfig,
     top: usize,
     explain: bool,
+    crowded_bands: &dyn Fn(&Sketch) -> u16,
 ) -> Result<Value, CompareError> {
     let analyze = |x: &CompareInput| {
         fp.analyze(&x.title, &x.content)
@@ -51,7 +56,9 @@ pub fn compare(
     let (fa, feats_a) = analyze(a)?;
     let (fb, feats_b) = analyze(b)?;
     let (id_a, id_b) = (&a.id, &b.id);
-    let scores = pair_scores(&fa, &fb, rule);
+    let crowded = crowded_bands(&fa.sketch);
+    let common = rule.template_bins(crowded);
+    let scores = pair_scores_discounting(&fa, &fb, rule, common);
     let PairScores {
         distance,
         similarity: sim,
@@ -97,12 +104,17 @@ pub fn compare(
             "containment": round3(sim.containment),
             "a_in_b": round3(sim.a_in_b),
             "b_in_a": round3(sim.b_in_a),
-            "bins": {"shared": sim.shared_bins, "a_only": sim.a_only_bins, "b_only": sim.b_only_bins},
+            "bins": {"shared": sim.shared_bins, "a_only": sim.a_only_bins, "b_only": sim.b_only_bins,
+                     "template": sim.template_bins},
+            "shingles": {"a": sim.a_shingles, "b": sim.b_shingles},
+            "b_share_of_a": round3(sim.b_share_of_a()),
+            "crowded_bands": (0..crate::sketch::ALL_BANDS).filter(|b| crowded & (1 << b) != 0).collect::<Vec<_>>(),
         },
         "shares_block": shares_block,
         "shares_sketch_band": shares_band,
         "verdict": if scores.duplicate { "duplicate" } else { "distinct" },
         "match_rule": scores.rule.filter(|_| scores.duplicate).map(|r| r.as_str()),
+        "relation": scores.relation.as_str(),
         "why": if scores.found {
             rule.explain(distance, Some(sim))
         } else {
@@ -144,15 +156,28 @@ pub struct PairScores {
     pub found: bool,
     /// The verdict by the rule: found, and accepted by `DedupConfig::accepts`.
     pub duplicate: bool,
-    /// The rule that accepts the pair (`DedupConfig::rule_for`), found by the index or not.
+    /// The rule that accepts the pair (`DedupConfig::judge`: a rule fired and the relation counts
+    /// as a duplicate), found by the index or not.
     pub rule: Option<MatchRule>,
+    /// What kind of repeat A is of B (`DedupConfig::relation_of`), whatever the verdict.
+    pub relation: crate::index::Relation,
 }
 
 /// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
 /// (the numbers of [`compare`]).
 pub fn pair_scores(a: &Fingerprinted, b: &Fingerprinted, rule: &DedupConfig) -> PairScores {
+    pair_scores_discounting(a, b, rule, 0)
+}
+
+/// [`pair_scores`] with A's bins `common` left out of the second check as template text.
+pub fn pair_scores_discounting(
+    a: &Fingerprinted,
+    b: &Fingerprinted,
+    rule: &DedupConfig,
+    common: BinMask,
+) -> PairScores {
     let distance = a.fingerprint.distance(b.fingerprint);
-    let similarity = a.sketch.similarity(&b.sketch);
+    let similarity = a.sketch.similarity_discounting(&b.sketch, common);
     let shares_block = a
         .fingerprint
         .blocks()
@@ -166,7 +191,7 @@ pub fn pair_scores(a: &Fingerprinted, b: &Fingerprinted, rule: &DedupConfig) -> 
     // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
     // or, with sketch_search, a content-sketch band.
     let found = shares_block || shares_band;
-    let accepted = rule.rule_for(distance, Some(similarity));
+    let accepted = rule.judge(distance, Some(similarity));
     PairScores {
         distance,
         similarity,
@@ -174,7 +199,8 @@ pub fn pair_scores(a: &Fingerprinted, b: &Fingerprinted, rule: &DedupConfig) -> 
         shares_band,
         found,
         duplicate: found && accepted.is_some(),
-        rule: accepted,
+        rule: accepted.map(|(r, _)| r),
+        relation: rule.relation_of(Some(similarity)),
     }
 }
 

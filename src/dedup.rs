@@ -7,12 +7,17 @@
 
 use crate::error::IndexError;
 use crate::index::{
-    event_time, ArticleStore, Candidate, EarlierVersion, MatchRef, MatchRule, Revision,
+    event_time, ArticleStore, Candidate, EarlierVersion, MatchRef, MatchRule, Relation, Revision,
     StoredArticle, StoredDecision,
 };
 use crate::simhash::Fingerprint;
-use crate::sketch::{Similarity, Sketch};
+use crate::sketch::{BinMask, Similarity, Sketch, TEMPLATE_PAGE_BINS};
 use serde::{Deserialize, Serialize};
+
+/// The extension rule's sanity check: the estimated share of A's 4-grams found in B must be at
+/// least this share of B's share of A's length, which is what it is with B whole inside A (32
+/// bins estimate 0.6 within about 0.09; 0.75 leaves two of those).
+pub const EXTENSION_SHARE_SLACK: f64 = 0.75;
 
 /// Settings of the decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,53 +54,170 @@ pub struct DedupConfig {
     /// Also look for candidates through the content sketch's LSH bands (finds reposts whose simhash
     /// moved far, e.g. truncated ones); they are judged by the rescue rule.
     pub sketch_search: bool,
+    /// The extension rule, for the same candidates: a duplicate when at least this share of the
+    /// candidate's 4-grams is estimated to be in the new article (the earlier report whole inside
+    /// the later)... 0 disables.
+    pub extension_min_contained: f64,
+    /// ...and the candidate makes up at least this share of the new article (by 4-gram count:
+    /// exact). The rest is new text of the same report (an update); a digest or roundup in which
+    /// the earlier item is a small part stays unique.
+    pub extension_min_share: f64,
+    /// A duplicate is a `copy` (rather than a `rewrite`) when the estimated Jaccard is at least
+    /// this.
+    pub copy_min_jaccard: f64,
+    /// Which relations make a duplicate. A candidate whose relation is not listed is not a match
+    /// (the next candidate is tried).
+    pub duplicate_relations: Vec<Relation>,
+    /// Template text does not carry a decision: sketch bins whose value many indexed articles
+    /// hold (the band bucket holding it is crowded) are left out of the second check.
+    pub template_discount: bool,
+    /// A candidate whose second check lost bins to template text is a duplicate only if at least
+    /// this share of the new article's remaining (not template) 4-grams is in it, when at least
+    /// `template_min_bins` such bins are left to tell: two reports that share a template, page
+    /// chrome or boilerplate differ in the rest.
+    pub template_min_containment: f64,
+    /// Fewer of the new article's bins than this left after the template discount: too little to
+    /// tell, and simhash decides, unless the article is mostly template (`sketch::
+    /// TEMPLATE_PAGE_BINS` of its bins or more): then nothing but the template is known to be
+    /// shared, and no rule accepts the candidate.
+    pub template_min_bins: u32,
 }
 
 impl DedupConfig {
     /// Whether a candidate at simhash `distance` with second-check score `sim` (the new article
     /// as A, the candidate as B) is a duplicate.
     pub fn accepts(&self, distance: u32, sim: Option<Similarity>) -> bool {
-        self.rule_for(distance, sim).is_some()
+        self.judge(distance, sim).is_some()
     }
 
-    /// The rule that makes the new article a duplicate of the candidate, if one does.
+    /// The rule and relation that make the new article a duplicate of the candidate, if any: a
+    /// rule must fire and the relation must be one of `duplicate_relations`.
+    pub fn judge(&self, distance: u32, sim: Option<Similarity>) -> Option<(MatchRule, Relation)> {
+        let rule = self.rule_for(distance, sim)?;
+        let relation = self.relation_of(sim);
+        self.duplicate_relations
+            .contains(&relation)
+            .then_some((rule, relation))
+    }
+
+    /// The bins to leave out of the second check, from the crowded bands of the new article's
+    /// sketch (none when `template_discount` is off).
+    pub fn template_bins(&self, crowded_bands: u16) -> BinMask {
+        if self.template_discount {
+            crate::sketch::template_bins(crowded_bands)
+        } else {
+            0
+        }
+    }
+
+    /// The template discount overrules a match: bins were left out as template text, and either
+    /// enough of A's remaining bins show that little of the rest is shared, or A is mostly
+    /// template ([`TEMPLATE_PAGE_BINS`] of its bins or more) and too few bins are left to show
+    /// that anything but the template is shared (two pages of one site's chrome).
+    fn template_overrules(&self, s: &Similarity) -> bool {
+        s.template_bins > 0
+            && if s.a_bins() >= self.template_min_bins {
+                s.a_in_b < self.template_min_containment
+            } else {
+                s.template_bins >= TEMPLATE_PAGE_BINS
+            }
+    }
+
+    /// The extension test: A the longer, B (almost) whole inside it and a large enough part of
+    /// it. With B whole inside A, the share of A's 4-grams found in B is B's share of A's length;
+    /// an estimate far below that ([`EXTENSION_SHARE_SLACK`]) means the few bins that saw B's
+    /// 4-grams were lucky (a template sibling that shares B's form, not B).
+    fn is_extension(&self, s: &Similarity) -> bool {
+        self.extension_min_contained > 0.0
+            && s.a_shingles >= s.b_shingles
+            && s.b_in_a >= self.extension_min_contained
+            && s.b_share_of_a() >= self.extension_min_share
+            && s.a_in_b >= EXTENSION_SHARE_SLACK * s.b_share_of_a()
+            && s.jaccard >= self.excerpt_min_jaccard
+    }
+
+    /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
+    /// its relation).
     pub fn rule_for(&self, distance: u32, sim: Option<Similarity>) -> Option<MatchRule> {
         if distance <= self.threshold {
-            sim.is_none_or(|s| s.containment >= self.confirm_min_containment)
-                .then_some(MatchRule::Simhash)
+            sim.is_none_or(|s| {
+                s.containment >= self.confirm_min_containment && !self.template_overrules(&s)
+            })
+            .then_some(MatchRule::Simhash)
         } else {
             let s = sim.filter(|_| self.sketch_search || distance <= self.rescue_distance)?;
-            if s.a_in_b >= self.rescue_min_containment && s.jaccard >= self.rescue_min_jaccard {
+            if self.template_overrules(&s) {
+                None
+            } else if s.a_in_b >= self.rescue_min_containment
+                && s.jaccard >= self.rescue_min_jaccard
+            {
                 Some(MatchRule::Resemblance)
             } else if self.excerpt_min_containment > 0.0
                 && s.a_in_b >= self.excerpt_min_containment
                 && s.jaccard >= self.excerpt_min_jaccard
             {
                 Some(MatchRule::Containment)
+            } else if self.is_extension(&s) {
+                Some(MatchRule::Extension)
             } else {
                 None
             }
         }
     }
 
-    /// Whether a sketch rule (resemblance or containment) accepts `sim` for a candidate beyond
-    /// the threshold that is searched (found through a band).
+    /// What kind of repeat A is of B, from the second check in both directions: `copy` when the
+    /// texts are near-identical, `excerpt` when A is the shorter and (almost) all of it is in B,
+    /// `extension` when A is the longer and holds (almost) all of B, `rewrite` otherwise (each
+    /// has material the other lacks). Without a sketch only simhash agreed: `copy`.
+    pub fn relation_of(&self, sim: Option<Similarity>) -> Relation {
+        let Some(s) = sim.filter(|s| s.a_bins() + s.b_only_bins > 0) else {
+            return Relation::Copy;
+        };
+        let contained = self.excerpt_min_containment.max(0.5);
+        let holds = self.extension_min_contained.max(0.5);
+        if s.jaccard >= self.copy_min_jaccard {
+            Relation::Copy
+        } else if s.a_in_b >= contained && s.a_shingles <= s.b_shingles {
+            Relation::Excerpt
+        } else if s.b_in_a >= holds && s.a_shingles >= s.b_shingles {
+            Relation::Extension
+        } else {
+            Relation::Rewrite
+        }
+    }
+
+    /// Whether a sketch rule (resemblance, containment or extension) accepts `sim` for a
+    /// candidate beyond the threshold that is searched (found through a band).
     pub fn sketch_rule_may_accept(&self, sim: Similarity) -> bool {
-        self.rule_for(self.threshold.saturating_add(1), Some(sim))
+        self.judge(self.threshold.saturating_add(1), Some(sim))
             .is_some()
     }
 
-    /// Why `rule_for` decided as it did, in one sentence (for `compare`).
+    /// Why `judge` decided as it did, in one sentence (for `compare`): the rule that fired or
+    /// why none did, the relation and what it rests on, and the template bins left out.
     pub fn explain(&self, distance: u32, sim: Option<Similarity>) -> String {
         let beyond = format!("distance {distance} > threshold {}", self.threshold);
         let Some(s) = sim else {
-            return match self.rule_for(distance, sim) {
+            return match self.judge(distance, sim) {
                 Some(_) => format!(
-                    "simhash: distance {distance} <= threshold {}",
+                    "simhash: distance {distance} <= threshold {}; relation copy (no sketch to \
+                     compare)",
                     self.threshold
+                ),
+                None if distance <= self.threshold => format!(
+                    "none: relation copy (no sketch to compare) is not in duplicate_relations {}",
+                    self.relations_list()
                 ),
                 None => format!("none: {beyond}, and no sketch to compare"),
             };
+        };
+        let template = if s.template_bins > 0 {
+            format!(
+                "; {} bins left out as template text (held by many indexed articles)",
+                s.template_bins
+            )
+        } else {
+            String::new()
         };
         let share = format!(
             "an estimated {:.0}% of A's 4-grams are in B ({} of A's sampled 4-grams seen in B, {} not)",
@@ -103,7 +225,34 @@ impl DedupConfig {
             s.shared_bins,
             s.a_only_bins
         );
-        match self.rule_for(distance, sim) {
+        let relation = self.relation_of(sim);
+        let why_relation = match relation {
+            Relation::Copy => format!("Jaccard {:.2} >= {}", s.jaccard, self.copy_min_jaccard),
+            Relation::Excerpt => format!(
+                "A is the shorter and {:.0}% of it is in B",
+                100.0 * s.a_in_b
+            ),
+            Relation::Extension => format!(
+                "A is the longer and holds {:.0}% of B, which is {:.0}% of A's length",
+                100.0 * s.b_in_a,
+                100.0 * s.b_share_of_a()
+            ),
+            Relation::Rewrite => format!(
+                "{:.0}% of A in B, {:.0}% of B in A, Jaccard {:.2}",
+                100.0 * s.a_in_b,
+                100.0 * s.b_in_a,
+                s.jaccard
+            ),
+        };
+        let relation_text = format!("relation {} ({why_relation})", relation.as_str());
+        let rule = self.rule_for(distance, sim);
+        if rule.is_some() && !self.duplicate_relations.contains(&relation) {
+            return format!(
+                "none: {relation_text} is not in duplicate_relations {}{template}",
+                self.relations_list()
+            );
+        }
+        let fired = match rule {
             Some(MatchRule::Simhash) => {
                 format!("simhash: distance {distance} <= threshold {}", self.threshold)
             }
@@ -115,21 +264,61 @@ impl DedupConfig {
                 "containment: {beyond}, but {share} (>= {}; Jaccard {:.2} >= {}): A says nothing B did not",
                 self.excerpt_min_containment, s.jaccard, self.excerpt_min_jaccard
             ),
+            Some(MatchRule::Extension) => format!(
+                "extension: {beyond}, but an estimated {:.0}% of B's 4-grams are in A (>= {}) and \
+                 B is {:.0}% of A's length (>= {:.0}%): B whole, plus new text",
+                100.0 * s.b_in_a,
+                self.extension_min_contained,
+                100.0 * s.b_share_of_a(),
+                100.0 * self.extension_min_share
+            ),
+            None if self.template_overrules(&s) && s.a_bins() >= self.template_min_bins => {
+                format!(
+                    "none: once template text is left out only {share} (< {}): the two share a \
+                     template, not a report",
+                    self.template_min_containment
+                )
+            }
+            None if self.template_overrules(&s) => format!(
+                "none: A is mostly template text and only {} of its bins are left (< {}): \
+                 nothing but the template is known to be shared",
+                s.a_bins(),
+                self.template_min_bins
+            ),
             None if distance <= self.threshold => format!(
                 "none: distance {distance} <= threshold, but containment {:.2} < {}",
                 s.containment, self.confirm_min_containment
             ),
             None if self.sketch_search || distance <= self.rescue_distance => format!(
-                "none: {beyond}; {share}, Jaccard {:.2}: below both resemblance (>= {} with \
-                 Jaccard >= {}) and containment (>= {} with Jaccard >= {})",
+                "none: {beyond}; {share}, Jaccard {:.2}, {:.0}% of B in A, B {:.0}% of A's length: \
+                 below resemblance (>= {} with Jaccard >= {}), containment (>= {} with Jaccard >= \
+                 {}) and extension (B in A >= {}, B >= {:.0}% of A)",
                 s.jaccard,
+                100.0 * s.b_in_a,
+                100.0 * s.b_share_of_a(),
                 self.rescue_min_containment,
                 self.rescue_min_jaccard,
                 self.excerpt_min_containment,
-                self.excerpt_min_jaccard
+                self.excerpt_min_jaccard,
+                self.extension_min_contained,
+                100.0 * self.extension_min_share
             ),
             None => format!("none: {beyond}"),
+        };
+        if rule.is_some() {
+            format!("{fired}; {relation_text}{template}")
+        } else {
+            format!("{fired}{template}")
         }
+    }
+
+    fn relations_list(&self) -> String {
+        let names: Vec<&str> = self
+            .duplicate_relations
+            .iter()
+            .map(|r| r.as_str())
+            .collect();
+        format!("[{}]", names.join(", "))
     }
 }
 
@@ -144,6 +333,13 @@ impl Default for DedupConfig {
             excerpt_min_containment: 0.9,
             excerpt_min_jaccard: 0.15,
             sketch_search: true,
+            extension_min_contained: 0.85,
+            extension_min_share: 0.55,
+            copy_min_jaccard: 0.8,
+            duplicate_relations: Relation::ALL.to_vec(),
+            template_discount: true,
+            template_min_containment: 0.5,
+            template_min_bins: 3,
         }
     }
 }
@@ -306,7 +502,7 @@ impl<S: ArticleStore> Deduper<S> {
         // repost.
         let sketch = input.sketch.filter(|_| self.rule.sketch_search);
         let mut banded = Vec::new();
-        self.store.lookup(
+        let crowded = self.store.lookup(
             input.fingerprint,
             search,
             sketch,
@@ -319,13 +515,18 @@ impl<S: ArticleStore> Deduper<S> {
         // beyond it and needs a sketch rule: its sketch (no record to decode) says whether one can
         // accept it. Most band-only candidates are chance agreements on a common 4-gram.
         let beyond_threshold = self.rule.threshold <= 3;
+        // The article's bins whose value many indexed articles hold: template text, left out of
+        // the second check (the band lookup just read their buckets, so this costs nothing).
+        let common = self.rule.template_bins(crowded);
         for (seq, id) in banded {
             if id == input.id || self.scratch.iter().any(|c| c.seq == seq) {
                 continue;
             }
             if let (Some(query), true) = (sketch, beyond_threshold) {
                 let hopeless = match self.store.get_sketch(&id)? {
-                    Some(other) => !self.rule.sketch_rule_may_accept(query.similarity(&other)),
+                    Some(other) => !self
+                        .rule
+                        .sketch_rule_may_accept(query.similarity_discounting(&other, common)),
                     None => true,
                 };
                 if hopeless {
@@ -362,10 +563,10 @@ impl<S: ArticleStore> Deduper<S> {
                 input.sketch,
                 original.as_ref().and_then(|o| o.sketch.as_ref()),
             ) {
-                (Some(a), Some(b)) => Some(a.similarity(b)),
+                (Some(a), Some(b)) => Some(a.similarity_discounting(b, common)),
                 _ => None,
             };
-            if let Some(rule) = self.rule.rule_for(c.distance, sim) {
+            if let Some((rule, relation)) = self.rule.judge(c.distance, sim) {
                 similarity = sim;
                 matched = Some(MatchRef {
                     id: c.id.clone(),
@@ -381,6 +582,7 @@ impl<S: ArticleStore> Deduper<S> {
                     published_ms: original.as_ref().and_then(|o| o.published_ms),
                     contained: sim.map(|s| (s.a_in_b * 1000.0).round() / 1000.0),
                     rule: Some(rule),
+                    relation: Some(relation),
                 });
                 break;
             }
@@ -469,4 +671,120 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A second check with `shared`, `a_only`, `b_only` bins and the texts' 4-gram counts.
+    fn sim(shared: u32, a_only: u32, b_only: u32, na: u32, nb: u32) -> Similarity {
+        let used = f64::from(shared + a_only + b_only);
+        let share = |miss: u32| f64::from(shared) / f64::from(shared + miss).max(1.0);
+        Similarity {
+            jaccard: f64::from(shared) / used,
+            containment: 1.0,
+            a_in_b: share(a_only),
+            b_in_a: share(b_only),
+            shared_bins: shared,
+            a_only_bins: a_only,
+            b_only_bins: b_only,
+            template_bins: 0,
+            a_shingles: na,
+            b_shingles: nb,
+        }
+    }
+
+    #[test]
+    fn relation_from_both_directions() {
+        let rule = DedupConfig::default();
+        // Near-identical.
+        assert_eq!(
+            rule.relation_of(Some(sim(30, 1, 1, 500, 500))),
+            Relation::Copy
+        );
+        // A is half of B, all of it in B.
+        assert_eq!(
+            rule.relation_of(Some(sim(16, 0, 16, 250, 500))),
+            Relation::Excerpt
+        );
+        // A holds B whole plus as much again.
+        assert_eq!(
+            rule.relation_of(Some(sim(16, 16, 0, 1000, 500))),
+            Relation::Extension
+        );
+        // Each has a third the other lacks.
+        assert_eq!(
+            rule.relation_of(Some(sim(16, 8, 8, 500, 500))),
+            Relation::Rewrite
+        );
+        // No sketch: only simhash agreed.
+        assert_eq!(rule.relation_of(None), Relation::Copy);
+    }
+
+    #[test]
+    fn extension_rule_takes_updates_not_digests() {
+        let rule = DedupConfig::default();
+        let beyond = rule.threshold + 5;
+        // B whole in A, B 60% of A: an update.
+        let update = sim(19, 13, 0, 1000, 600);
+        assert_eq!(
+            rule.judge(beyond, Some(update)),
+            Some((MatchRule::Extension, Relation::Extension))
+        );
+        // B whole in A but a fifth of it: a digest.
+        assert_eq!(rule.judge(beyond, Some(sim(7, 25, 0, 1000, 200))), None);
+        // B's bins say "inside A", but far too few of A's 4-grams are in B for B to be 60% of A:
+        // lucky bins (a template sibling), not an extension.
+        assert_eq!(rule.judge(beyond, Some(sim(13, 19, 1, 1000, 600))), None);
+        // A shorter than B is never an extension.
+        assert!(!rule.is_extension(&sim(19, 13, 0, 500, 600)));
+        // A relation left out of duplicate_relations is not a match.
+        let strict = DedupConfig {
+            duplicate_relations: vec![Relation::Copy, Relation::Rewrite, Relation::Excerpt],
+            ..DedupConfig::default()
+        };
+        assert_eq!(strict.judge(beyond, Some(update)), None);
+        assert!(strict
+            .explain(beyond, Some(update))
+            .contains("not in duplicate_relations"));
+    }
+
+    #[test]
+    fn template_bins_overrule_a_simhash_match() {
+        let rule = DedupConfig::default();
+        // Within the threshold, 10 bins were template; of the 10 left, 2 are shared: the two share
+        // a template, not a report.
+        let templated = Similarity {
+            template_bins: 10,
+            ..sim(2, 8, 8, 500, 500)
+        };
+        assert_eq!(rule.judge(1, Some(templated)), None);
+        assert!(rule.explain(1, Some(templated)).contains("template"));
+        // The same numbers without template bins: simhash decides.
+        assert!(rule.judge(1, Some(sim(2, 8, 8, 500, 500))).is_some());
+        // Mostly template and only two bins left: nothing but the template is known to be shared.
+        let page = Similarity {
+            template_bins: 20,
+            ..sim(2, 0, 0, 300, 300)
+        };
+        assert_eq!(rule.judge(1, Some(page)), None);
+        assert_eq!(rule.judge(9, Some(page)), None);
+        // A few template bins (a common phrase) and the rest shared: still a duplicate.
+        let phrase = Similarity {
+            template_bins: 3,
+            ..sim(27, 1, 1, 500, 500)
+        };
+        assert_eq!(
+            rule.judge(1, Some(phrase)),
+            Some((MatchRule::Simhash, Relation::Copy))
+        );
+        // The discount off: no bins are left out.
+        let off = DedupConfig {
+            template_discount: false,
+            ..DedupConfig::default()
+        };
+        assert_eq!(off.template_bins(0xfff), 0);
+        assert_ne!(rule.template_bins(0xfff), 0);
+    }
 }

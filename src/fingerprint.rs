@@ -498,7 +498,10 @@ impl Fingerprinter {
         with_scratch(|s| {
             self.clean_and_count(title, content, s);
             if s.terms.is_empty() {
-                return Err(NoFeatures);
+                return self
+                    .by_characters(title, content, s)
+                    .map(|(f, _)| f)
+                    .ok_or(NoFeatures);
             }
             let Scratch {
                 terms,
@@ -529,7 +532,7 @@ impl Fingerprinter {
         with_scratch(|s| {
             self.clean_and_count(title, content, s);
             if s.terms.is_empty() {
-                return Err(NoFeatures);
+                return self.by_characters(title, content, s).ok_or(NoFeatures);
             }
             let mut acc = SimhashAccumulator::default();
             let mut features: Vec<Feature> = Vec::with_capacity(s.terms.len());
@@ -558,6 +561,83 @@ impl Fingerprinter {
                 features,
             ))
         })
+    }
+
+    /// The fingerprint of a text that cleaning emptied but that has real characters (letters or
+    /// digits), e.g. the one-line alert `【大风蓝色预警信号】`, which cleaning drops as a bracketed
+    /// dateline tag: its character bigrams (a lone character itself) are the features, all of the
+    /// table's median weight, and its sketch is of the text with only width, case, script and
+    /// markup normalised. None when cleaning left words (they were all stop words or one
+    /// character: no features, as before) or there is no real character: nothing to fingerprint.
+    /// Such texts were refused before, so no fingerprint already indexed changes.
+    fn by_characters(
+        &self,
+        title: &str,
+        content: &str,
+        s: &Scratch,
+    ) -> Option<(Fingerprinted, Vec<Feature>)> {
+        let has_word = |t: &str| t.chars().any(crate::text::clean::is_word_char);
+        if has_word(&s.title) || has_word(&s.content) {
+            return None;
+        }
+        let content = truncate_at_char_boundary(content, self.config.max_content_bytes);
+        let (title, content) = (
+            self.cleaner.normalize_only(title),
+            self.cleaner.normalize_only(content),
+        );
+        let mut counts: FxHashMap<String, (u32, bool)> = FxHashMap::default();
+        for (text, in_title) in [(&title, true), (&content, false)] {
+            let chars: Vec<char> = text
+                .chars()
+                .filter(|&c| crate::text::clean::is_word_char(c))
+                .collect();
+            let grams: Vec<String> = if chars.len() == 1 {
+                vec![chars[0].to_string()]
+            } else {
+                chars.windows(2).map(|w| w.iter().collect()).collect()
+            };
+            for g in grams {
+                let e = counts.entry(g).or_insert((0, in_title));
+                e.0 += 1;
+                e.1 |= in_title;
+            }
+        }
+        if counts.is_empty() {
+            return None;
+        }
+        let mut acc = SimhashAccumulator::default();
+        let mut features: Vec<Feature> = counts
+            .into_iter()
+            .map(|(word, (tf, in_title))| {
+                let idf = self.unknown_idf;
+                let weight = tfidf(tf, idf, in_title, self.config.title_weight);
+                let hash = simhash::feature_hash(&word);
+                acc.add(hash, quantize(weight));
+                Feature {
+                    word,
+                    weight,
+                    tf,
+                    in_title,
+                    idf,
+                    hash,
+                }
+            })
+            .collect();
+        features.sort_by(|a, b| {
+            b.weight
+                .total_cmp(&a.weight)
+                .then_with(|| a.word.cmp(&b.word))
+        });
+        // The content's characters, as for any article; a title-only alert sketches its title.
+        let sketched = if has_word(&content) { &content } else { &title };
+        Some((
+            Fingerprinted {
+                fingerprint: acc.finish(),
+                features: features.len(),
+                sketch: Sketch::of(sketched),
+            },
+            features,
+        ))
     }
 
     /// The jieba instance the fingerprinter segments with (the vendored copy, which adds

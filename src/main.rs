@@ -10,7 +10,7 @@ use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::config::{Config, DedupConfig};
 use newsdedup::dedup::Deduper;
 use newsdedup::fingerprint::Fingerprinter;
-use newsdedup::index::RocksIndex;
+use newsdedup::index::{ArticleStore, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::ordered::{self, Line};
 use newsdedup::replica::{self, TopicSource};
@@ -72,6 +72,10 @@ enum Command {
         /// Show every feature of both articles too.
         #[arg(long)]
         explain: bool,
+        /// An index directory: A's sketch bins whose band bucket is crowded there are left out as
+        /// template text, exactly as `batch` / `run` on that index do (without it, none are).
+        #[arg(long, value_name = "DIR")]
+        index_dir: Option<PathBuf>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -321,8 +325,17 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             threshold,
             top,
             explain,
+            index_dir,
             common,
-        } => cmd_compare(&a, &b, threshold, top, explain, &load_config(&common)?),
+        } => cmd_compare(
+            &a,
+            &b,
+            threshold,
+            top,
+            explain,
+            index_dir.as_deref(),
+            &load_config(&common)?,
+        ),
         Command::Batch {
             input,
             output,
@@ -490,10 +503,26 @@ fn cmd_compare(
     threshold: Option<u32>,
     top: usize,
     explain: bool,
+    index_dir: Option<&Path>,
     config: &Config,
 ) -> Result<()> {
     let rule = dedup_rule(config, threshold)?;
     let fp = fingerprinter(config)?;
+    let index = index_dir
+        .map(|dir| RocksIndex::open(dir, fp.identity(), &config.index))
+        .transpose()?;
+    // The lookup's own answer: which of A's band buckets are crowded in that index.
+    let lookup_error = std::cell::RefCell::new(None);
+    let crowded = |sketch: &newsdedup::sketch::Sketch| -> u16 {
+        let Some(index) = &index else { return 0 };
+        match index.sketch_lookup(sketch, &mut Vec::new()) {
+            Ok(mask) => mask,
+            Err(e) => {
+                *lookup_error.borrow_mut() = Some(e);
+                0
+            }
+        }
+    };
     let report = compare(
         &fp,
         &read_compare_input(a)?,
@@ -501,7 +530,11 @@ fn cmd_compare(
         &rule,
         top,
         explain,
+        &crowded,
     )?;
+    if let Some(e) = lookup_error.into_inner() {
+        return Err(e.into());
+    }
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

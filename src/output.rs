@@ -32,6 +32,7 @@ pub fn dedup_member(decision: &Decision) -> Value {
                 "published_at": m.published_ms.map(crate::time::format_rfc3339),
                 "contained": m.contained,
                 "rule": m.rule.map(|r| r.as_str()),
+                "relation": m.relation.map(|r| r.as_str()),
             }
         }),
     };

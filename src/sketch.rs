@@ -57,6 +57,75 @@ pub struct Similarity {
     pub a_only_bins: u32,
     /// Bins whose smallest 4-gram of A ∪ B is B's and not in A.
     pub b_only_bins: u32,
+    /// Bins left out as template text: their smallest 4-gram of A ∪ B is A's and is held by many
+    /// indexed articles (its band bucket is crowded), so it says nothing about this pair (see
+    /// [`Sketch::similarity_discounting`]). Not counted in the three above.
+    pub template_bins: u32,
+    /// Shingles (4-gram windows) of A and of B: their ratio is the texts' length ratio, exact
+    /// where the bins only estimate.
+    pub a_shingles: u32,
+    pub b_shingles: u32,
+}
+
+impl Similarity {
+    /// B's length as a share of A's (by 4-gram windows, at most 1): with B whole inside A, the
+    /// share of A that B makes up. Exact, unlike `a_in_b`, whose 32 bins cannot tell 0.5 from
+    /// 0.6 reliably.
+    pub fn b_share_of_a(&self) -> f64 {
+        if self.a_shingles == 0 {
+            0.0
+        } else {
+            (f64::from(self.b_shingles) / f64::from(self.a_shingles)).min(1.0)
+        }
+    }
+
+    /// Bins that carry evidence about A (shared, or A's only), template bins left out.
+    pub fn a_bins(&self) -> u32 {
+        self.shared_bins + self.a_only_bins
+    }
+}
+
+/// Bit `i` set: bin `i`. A set of bins, e.g. those whose value is common in the index.
+pub type BinMask = u32;
+
+/// The bins a band is made of, as a mask: two for a Jaccard band, one for a containment band.
+pub fn band_bins(band: usize) -> BinMask {
+    if band < BANDS {
+        0b11 << (band * BAND_BINS)
+    } else if band < ALL_BANDS {
+        1 << (BANDS * BAND_BINS + (band - BANDS))
+    } else {
+        0
+    }
+}
+
+/// The bins of the crowded bands in `crowded_bands` (bit `b` set: band `b`'s bucket is crowded).
+/// A crowded Jaccard bucket means both of its values are held by many articles, so both bins are
+/// common; a crowded containment bucket, its one bin.
+pub fn crowded_bins(crowded_bands: u16) -> BinMask {
+    (0..ALL_BANDS)
+        .filter(|b| crowded_bands & (1 << b) != 0)
+        .fold(0, |m, b| m | band_bins(b))
+}
+
+/// The bins no band covers (20..32): the index cannot say whether their values are common.
+pub const UNBANDED_BINS: BinMask = !((1 << (BANDS * BAND_BINS + CONTAINMENT_BANDS)) - 1);
+
+/// A's banded bins that must be crowded before its unbanded bins are left out too (of 20).
+pub const TEMPLATE_PAGE_BINS: u32 = 8;
+
+/// The bins the second check leaves out given the crowded bands of A's sketch: the crowded
+/// bands' bins and, when at least [`TEMPLATE_PAGE_BINS`] of them are crowded, the unbanded ones.
+/// A text that is mostly template (a page that is nine tenths chrome has chrome in nine bins of
+/// ten, banded or not) then has only the bins of uncrowded bands, whose values few indexed
+/// articles hold, as evidence. A few crowded bins (a common phrase) leave the unbanded bins in.
+pub fn template_bins(crowded_bands: u16) -> BinMask {
+    let crowded = crowded_bins(crowded_bands);
+    if crowded.count_ones() >= TEMPLATE_PAGE_BINS {
+        crowded | UNBANDED_BINS
+    } else {
+        crowded
+    }
 }
 
 /// Number of LSH bands taken from a sketch (two bins each) for candidate search.
@@ -168,7 +237,17 @@ impl Sketch {
     /// times its length still measures ~1, a text quoting B among as much material of its own
     /// ~0.5.
     pub fn similarity(&self, other: &Sketch) -> Similarity {
-        let none = Similarity {
+        self.similarity_discounting(other, 0)
+    }
+
+    /// [`Sketch::similarity`] without the bins of `common` (A's bins whose value many indexed
+    /// articles hold: template text, page chrome) where A's value is the smallest of A ∪ B (shared
+    /// or A's only). Such a 4-gram says nothing about the pair. Dropping the bin keeps the
+    /// estimate unbiased: in every other bin the smallest 4-gram of A ∪ B is still a uniform draw
+    /// from the 4-grams that are not common. B's own smaller values (B only) stay: they are not
+    /// the common value.
+    pub fn similarity_discounting(&self, other: &Sketch, common: BinMask) -> Similarity {
+        let mut none = Similarity {
             jaccard: 0.0,
             containment: 0.0,
             a_in_b: 0.0,
@@ -176,19 +255,41 @@ impl Sketch {
             shared_bins: 0,
             a_only_bins: 0,
             b_only_bins: 0,
+            template_bins: 0,
+            a_shingles: self.shingles,
+            b_shingles: other.shingles,
         };
         if self.is_empty() || other.is_empty() {
             return none;
         }
-        let (mut shared, mut a_only, mut b_only) = (0u32, 0u32, 0u32);
-        for (a, b) in self.bins.iter().zip(other.bins.iter()) {
+        // A text that is mostly template (its unbanded bins left out, see `template_bins`): in a
+        // Jaccard band that is not crowded but agrees with B on one bin only, that bin may be the
+        // template's (the band is rare only through its other bin), so it is left out too. A
+        // band agreeing on both bins, or a containment band (one bin), vouches for its values.
+        let mut common = common;
+        if common & UNBANDED_BINS == UNBANDED_BINS {
+            for band in 0..BANDS {
+                let bins = band_bins(band);
+                let agree = (0..BINS)
+                    .filter(|&i| bins & (1 << i) != 0 && self.bins[i] == other.bins[i])
+                    .count();
+                if common & bins == 0 && agree == 1 {
+                    common |= bins;
+                }
+            }
+        }
+        let (mut shared, mut a_only, mut b_only, mut template) = (0u32, 0u32, 0u32, 0u32);
+        for (i, (a, b)) in self.bins.iter().zip(other.bins.iter()).enumerate() {
+            let is_common = common & (1 << i) != 0;
             match a.cmp(b) {
                 std::cmp::Ordering::Equal if *a == EMPTY => {}
+                std::cmp::Ordering::Equal | std::cmp::Ordering::Less if is_common => template += 1,
                 std::cmp::Ordering::Equal => shared += 1,
                 std::cmp::Ordering::Less => a_only += 1,
                 std::cmp::Ordering::Greater => b_only += 1,
             }
         }
+        none.template_bins = template;
         let used = shared + a_only + b_only;
         if used == 0 {
             return none;
@@ -213,6 +314,9 @@ impl Sketch {
             shared_bins: shared,
             a_only_bins: a_only,
             b_only_bins: b_only,
+            template_bins: template,
+            a_shingles: self.shingles,
+            b_shingles: other.shingles,
         }
     }
 
@@ -406,6 +510,41 @@ mod tests {
                 assert_eq!(Sketch::of(&text[..end]), sketch_reference(&text[..end]));
             }
         }
+    }
+
+    #[test]
+    fn template_bins_are_left_out() {
+        // Bands 0 (bins 0, 1) and 8 (bin 16) crowded: three bins; with eight or more crowded, the
+        // unbanded bins 20..32 too.
+        assert_eq!(crowded_bins(0b1_0000_0001), 0b1_0000_0000_0000_0011);
+        assert_eq!(template_bins(0b1_0000_0001), 0b1_0000_0000_0000_0011);
+        let many = template_bins(0b1111);
+        assert_eq!(many, 0xff | UNBANDED_BINS);
+        let story = Sketch::of(&PARAGRAPHS.concat());
+        let mut copy = story;
+        copy.bins[BINS - 1] = 7; // one bin differs
+        let all = copy.similarity(&story);
+        assert_eq!(
+            (all.shared_bins, all.a_only_bins, all.template_bins),
+            (31, 1, 0)
+        );
+        // Bins 0 and 1 held by many articles: left out, shared or not.
+        let some = copy.similarity_discounting(&story, 0b11);
+        assert_eq!(
+            (some.shared_bins, some.a_only_bins, some.template_bins),
+            (29, 1, 2)
+        );
+        // B's own smaller value in a common bin is still B's (not the common value).
+        let mut lower = story;
+        lower.bins[0] = 1;
+        let b_lower = copy.similarity_discounting(&lower, 0b1);
+        assert_eq!((b_lower.b_only_bins, b_lower.template_bins), (1, 0));
+        // Mostly template: a Jaccard band agreeing on one bin only is left out whole.
+        let mut half = story;
+        half.bins[9] = 3; // band 4 (bins 8, 9) agrees on bin 8 only
+        let t = half.similarity_discounting(&story, template_bins(0b1111));
+        assert_eq!(t.template_bins, 8 + 12 + 2);
+        assert_eq!((t.shared_bins, t.a_only_bins), (10, 0));
     }
 
     #[test]

@@ -103,6 +103,8 @@ fn batch_decides_every_line_in_order_and_reports_bad_input() {
         input.push(b'\n');
         expected_invalid.push(*reason);
     }
+    // A one-line alert that cleaning empties: fingerprinted from its characters, not invalid.
+    input.extend_from_slice("{\"id\":\"alert\",\"content\":\"【大风蓝色预警信号】\"}\n".as_bytes());
     // An oversized line at the end (limit lowered for the test), without a trailing newline.
     let oversized = format!("{{\"id\":\"big\",\"content\":\"{}\"}}", "长".repeat(50_000));
     input.extend_from_slice(oversized.as_bytes());
@@ -164,6 +166,12 @@ fn batch_decides_every_line_in_order_and_reports_bad_input() {
                                 && m["fingerprint"].is_string()
                                 && m.get("url").is_some()
                         );
+                        // What kind of repeat it is, always named.
+                        assert!(
+                            ["copy", "rewrite", "excerpt", "extension"]
+                                .contains(&m["relation"].as_str().unwrap_or("")),
+                            "{m}"
+                        );
                     }
                 } else if decision == "unique" {
                     assert!(dedup.get("match").is_none());
@@ -178,6 +186,8 @@ fn batch_decides_every_line_in_order_and_reports_bad_input() {
         reposts >= min_reposts && dup_reposts == reposts,
         "{dup_reposts}/{reposts} reposts caught"
     );
+    let alert = out.iter().find(|o| o["id"] == "alert").unwrap();
+    assert_eq!(alert["dedup"]["decision"], "unique", "{alert}");
 
     // Second run over the same input and index: identical decisions (replays).
     let out2_path = dir.path().join("out2.jsonl");
@@ -377,6 +387,11 @@ fn fingerprint_and_compare_commands() {
     let v = compare(&excerpt, &story);
     assert_eq!(v["verdict"], "duplicate", "{v}");
     assert_eq!(v["match_rule"], "containment", "{v}");
+    assert_eq!(v["relation"], "excerpt", "{v}");
+    assert!(
+        v["why"].as_str().unwrap().contains("relation excerpt"),
+        "{v}"
+    );
     assert!(
         v["why"].as_str().unwrap().starts_with("containment:"),
         "{v}"

@@ -24,6 +24,8 @@ KINDS = ("boilerplate", "retitle", "typos", "markup", "punct", "drop", "insert",
 STRETCH_KINDS = ("traditional",)
 # Excerpt reposts (`--excerpts`): a reposting site carries part of the story; reported separately.
 EXCERPT_KINDS = ("excerpt",)
+# The two forms of an extension (`make_extension`).
+EXTENSION_KINDS = ("insert_paragraph", "append")
 # Application order, independent of the order the kinds were drawn in: structural edits first,
 # then character-level noise, then what the publishing CMS does (boilerplate, punctuation width,
 # markup last so no later edit touches tags).
@@ -425,6 +427,46 @@ def make_roundup(item_title: str, item_content: str, rng: random.Random, ctx: Co
     return title, "\n".join(paras), {"paragraphs_added": len(added), "donors": donors,
                                       "added_frac": round(added_chars / max(1, len(item)), 3),
                                       "item_at": at}
+
+
+def make_extension(item_content: str, rng: random.Random, ctx: Context,
+                   item_id: str = "") -> tuple[str, dict] | None:
+    """An extension: the whole earlier article plus new text, one report (a duplicate). Half are
+    `insert_paragraph`: one paragraph of two or more consecutive sentences from another article, 15-30% of
+    the original's length, inserted between two paragraphs (never first), the planted form of the
+    "insert one paragraph" repost; half are `append`: an update, the original followed by 20-60% of
+    its length of new paragraphs. Returns (content, details), None when no donor text fits."""
+    body = item_content.strip()
+    total = len(re.sub(r"\s+", "", body))
+    kind = rng.choice(EXTENSION_KINDS)
+    lo, hi = (0.15, 0.30) if kind == "insert_paragraph" else (0.20, 0.60)
+    want = int(total * rng.uniform(lo, hi))
+    added: list[str] = []
+    for _ in range(50):
+        if sum(map(len, added)) >= int(total * lo):
+            break
+        donor_id, content = ctx.donor(rng)
+        if donor_id == item_id:
+            continue
+        snippet = _donor_snippet(content, want - sum(map(len, added)), rng)
+        if len(split_sentences(snippet)) >= 2 or (added and snippet):
+            added.append(snippet)
+    added_chars = sum(map(len, added))
+    if not added or added_chars < int(total * lo) or added_chars > int(total * hi) + 1:
+        return None
+    paras = [p for p in body.split("\n") if p.strip()]
+    if kind == "insert_paragraph":
+        at = rng.randrange(1, len(paras)) if len(paras) > 1 else 1
+        if len(paras) == 1:
+            # One paragraph: the new one goes between two of its sentences.
+            sentences = split_sentences(paras[0])
+            cut = rng.randrange(1, len(sentences)) if len(sentences) > 1 else len(sentences)
+            paras = ["".join(sentences[:cut])] + ["".join(added)] + ["".join(sentences[cut:])]
+        else:
+            paras = paras[:at] + ["".join(added)] + paras[at:]
+    else:
+        paras = paras + added
+    return "\n".join(p for p in paras if p), {"kind": kind, "added_frac": round(added_chars / max(1, total), 3)}
 
 
 def edit_traditional(doc: Doc, rng: random.Random, ctx: Context) -> dict | None:

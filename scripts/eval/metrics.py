@@ -13,7 +13,7 @@ import random
 import statistics
 from collections import defaultdict
 
-from edits import EXCERPT_KINDS, KINDS, STRETCH_KINDS
+from edits import EXCERPT_KINDS, EXTENSION_KINDS, KINDS, STRETCH_KINDS
 from judge import CONTAINMENT_MIN, JACCARD_MIN, Judge, Outcome, is_templated, title_skeleton
 
 MAX_EXAMPLES = 8
@@ -46,7 +46,8 @@ def _median(values: list[int]) -> float | None:
 
 
 def label_class(label: dict) -> str:
-    """standard | traditional | excerpt | roundup (labels without a class predate the last two)."""
+    """standard | traditional | excerpt | roundup | extension (labels without a class predate the
+    last three)."""
     return label.get("class") or ("traditional" if label["stretch"] else "standard")
 
 
@@ -87,7 +88,7 @@ def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False, 
             misses.append({"id": lab["id"], "original": lab["original"], "edits": kinds,
                            "length_class": lab["length_class"], "distance_to_original": d,
                            "decision": out.decision if out else "missing"})
-    kind_order = list(KINDS) + list(STRETCH_KINDS) + list(EXCERPT_KINDS)
+    kind_order = list(KINDS) + list(STRETCH_KINDS) + list(EXCERPT_KINDS) + list(EXTENSION_KINDS)
     return {"overall": overall.table()["all"] if overall.total else None,
             "by_length": by_len.table(["long", "short"]),
             "by_kind": by_kind.table(kind_order), "by_kind_single": single.table(kind_order),

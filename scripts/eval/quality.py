@@ -53,7 +53,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     g.add_argument("--second-repost-rate", type=float, default=0.1, help="share of originals reposted twice")
     g.add_argument("--traditional", action="store_true", help="also make Traditional-Chinese reposts (stretch)")
     g.add_argument("--excerpts", action="store_true",
-                   help="also make excerpt reposts (must be caught) and roundups (must stay unique), reported separately")
+                   help="also make excerpt reposts and extensions (must be caught) and roundups (must stay unique), "
+                        "reported separately")
     g.add_argument("--quick", action="store_true",
                    help=f"small run for tests: --limit {QUICK_LIMIT} --originals {QUICK_ORIGINALS}")
     r = p.add_argument_group("run")
@@ -263,6 +264,7 @@ def step_judge(args: argparse.Namespace) -> dict:
            "stretch_recall": metrics.repost_recall(judge, outcomes, stretch=True) if meta["traditional"] else None,
            "excerpt_recall": metrics.excerpt_recall(judge, outcomes) if meta.get("excerpts") else None,
            "roundups": metrics.roundups(judge, outcomes) if meta.get("excerpts") else None,
+           "extension_recall": metrics.repost_recall(judge, outcomes, cls="extension") if meta.get("excerpts") else None,
            "silver_recall": metrics.silver_recall(judge, outcomes, silver),
            "templated": tmpl,
            "histograms": metrics.distance_histograms(judge, outcomes, silver, args.seed)}
@@ -281,12 +283,13 @@ def config_summary(args, meta: dict, labels: list[dict]) -> dict:
     """Stream facts + run settings for the report (home dir shortened: the doc is committed)."""
     std = [lab for lab in labels if metrics.label_class(lab) == "standard"]
     originals = {lab["original"]: lab["length_class"] for lab in std}
-    n_class = {c: sum(metrics.label_class(lab) == c for lab in labels) for c in ("traditional", "excerpt", "roundup")}
+    n_class = {c: sum(metrics.label_class(lab) == c for lab in labels)
+               for c in ("traditional", "excerpt", "roundup", "extension")}
     stream_facts = {k: v for k, v in meta.items() if k != "command"}
     return {**stream_facts, "threshold": args.threshold, "long_chars": LONG_CHARS,
             "bin": args.bin.replace(os.path.expanduser("~"), "~"),
             "n_reposts": len(std), "n_stretch": n_class["traditional"], "n_excerpts": n_class["excerpt"],
-            "n_roundups": n_class["roundup"],
+            "n_roundups": n_class["roundup"], "n_extensions": n_class["extension"],
             "originals_long": sum(c == "long" for c in originals.values()),
             "originals_short": sum(c == "short" for c in originals.values()), "sweep": args.sweep}
 

@@ -17,7 +17,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from edits import KINDS, STRETCH_KINDS, Context, SITES, draw_kinds, make_repost, make_roundup
+from edits import KINDS, STRETCH_KINDS, Context, SITES, draw_kinds, make_extension, make_repost, make_roundup
 
 LONG_CHARS = 500  # content length (whitespace removed) separating "long" from "short"
 MAX_GAP = 5000    # largest original -> repost distance, in corpus articles
@@ -61,6 +61,7 @@ class StreamConfig:
     excerpts: bool = False
     excerpt_rate: float = 0.3      # share of originals that also get an excerpt repost
     roundup_rate: float = 0.4      # share of short originals that also appear in a later roundup
+    extension_rate: float = 0.3    # share of originals that also get an extension (original + new text)
 
 
 def sample_originals(articles: list[dict], n_total: int, rng: random.Random) -> list[int]:
@@ -136,7 +137,33 @@ def build_stream(articles: list[dict], cfg: StreamConfig) -> tuple[list[dict], l
                             _repost_article(orig, new_id, title, content, rng), label))
     if cfg.excerpts:
         pending.extend(_excerpts_and_roundups(articles, originals, cfg, ctx))
+        pending.extend(_extensions(articles, originals, cfg, ctx))
     return _interleave(articles, pending)
+
+
+def _extensions(articles: list[dict], originals: list[int], cfg: StreamConfig,
+                ctx: Context) -> list[tuple[int, int, dict, dict]]:
+    """Extensions (the original whole plus a paragraph inserted, or an update appended: one report,
+    a duplicate), placed like reposts. Their own random stream, so every other class is the same
+    with or without them."""
+    rng = random.Random(cfg.seed * 7 + 15)
+    pending = []
+    for seq_base, oi in enumerate(originals):
+        orig = articles[oi]
+        if rng.random() >= cfg.extension_rate:
+            continue
+        made = make_extension(orig["content"], rng, ctx, orig["id"])
+        if made is None:
+            continue
+        content, details = made
+        new_id = f"extension:{orig['id']}"
+        gap = draw_gap(rng)
+        label = {"id": new_id, "original": orig["id"], "length_class": length_class(orig["content"]),
+                 "edits": [details["kind"]], "n_edits": 1, "stretch": True, "class": "extension",
+                 "gap": gap, "details": {"extension": details}}
+        pending.append((min(oi + gap, len(articles) - 1), seq_base * 10 + 9,
+                        _repost_article(orig, new_id, orig.get("title", ""), content, rng), label))
+    return pending
 
 
 def _excerpts_and_roundups(articles: list[dict], originals: list[int], cfg: StreamConfig,

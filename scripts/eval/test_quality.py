@@ -6,6 +6,7 @@ Run: python3 -m unittest discover -s scripts/eval -p 'test_*.py'
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -153,14 +154,21 @@ class StreamTest(unittest.TestCase):
         std = [lab for lab in l2 if lab["class"] == "standard"]
         self.assertEqual([lab["id"] for lab in l1], [lab["id"] for lab in std])
         self.assertEqual([lab["details"] for lab in l1], [lab["details"] for lab in std])
-        by_class = {c: [lab for lab in l2 if lab["class"] == c] for c in ("excerpt", "roundup")}
-        self.assertTrue(by_class["excerpt"] and by_class["roundup"])
+        by_class = {c: [lab for lab in l2 if lab["class"] == c] for c in ("excerpt", "roundup", "extension")}
+        self.assertTrue(by_class["excerpt"] and by_class["roundup"] and by_class["extension"])
         pos = {a["id"]: i for i, a in enumerate(s2)}
-        for lab in by_class["excerpt"] + by_class["roundup"]:
+        for lab in by_class["excerpt"] + by_class["roundup"] + by_class["extension"]:
             self.assertTrue(lab["stretch"])
             self.assertGreater(pos[lab["id"]], pos[lab["original"]])
         self.assertEqual({lab["length_class"] for lab in by_class["roundup"]}, {"short"})
-        self.assertEqual(len(s2), len(s1) + len(by_class["excerpt"]) + len(by_class["roundup"]))
+        self.assertEqual(len(s2), len(s1) + sum(len(v) for v in by_class.values()))
+        # An extension holds its original whole, plus 15-60% of its length of new text.
+        text = {a["id"]: a["content"] for a in s2}
+        for lab in by_class["extension"]:
+            orig, ext = text[lab["original"]], text[lab["id"]]
+            for sentence in edits.split_sentences(re.sub(r"\s+", "", orig)):
+                self.assertIn(sentence, re.sub(r"\s+", "", ext))
+            self.assertTrue(0.15 <= lab["details"]["extension"]["added_frac"] <= 0.61, lab)
 
     def test_labels_never_in_articles(self):
         s, labels = stream.build_stream(self.corpus(), stream.StreamConfig(seed=9, originals=40))

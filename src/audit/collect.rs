@@ -175,6 +175,7 @@ pub(crate) struct Dup {
     pub match_fingerprint: Option<Box<str>>,
     pub distance: u32,
     pub containment: Option<f64>,
+    pub relation: Option<Box<str>>,
 }
 
 /// What is kept of a candidate original.
@@ -310,6 +311,7 @@ impl Collector {
                     match_fingerprint: m.fingerprint.as_deref().map(Into::into),
                     distance: m.distance,
                     containment: m.containment,
+                    relation: m.relation.as_deref().map(Into::into),
                 };
                 // A repeat keeps the latest record (a revision's decision replaces the old one).
                 match self.dup_index.get(&key) {

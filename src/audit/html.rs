@@ -175,7 +175,25 @@ fn header(h: &mut String, r: &Report) {
             rule.excerpt_min_containment,
             rule.excerpt_min_jaccard
         );
+        if rule.extension_min_contained > 0.0 {
+            let _ = write!(
+                text,
+                ", or when ≥ {} of the original's text is in it and the original is ≥ {:.0}% of its length (extension)",
+                rule.extension_min_contained,
+                100.0 * rule.extension_min_share
+            );
+        }
     }
+    let relations: Vec<&str> = rule
+        .duplicate_relations
+        .iter()
+        .map(|r| r.as_str())
+        .collect();
+    let _ = write!(
+        text,
+        "; relations counted as duplicates: {}",
+        relations.join(", ")
+    );
     let _ = write!(h, "<dt>rule</dt><dd>{}</dd>", escape(&text));
     let o = &r.options;
     let _ = writeln!(
@@ -558,22 +576,23 @@ fn pair(h: &mut String, p: &Pair, max_chars: usize) {
     let d = &p.decision;
     let _ = write!(
         h,
-        "<table class=\"numbers\"><tr><th></th><th class=\"num\">distance</th><th class=\"num\">containment</th><th class=\"num\">jaccard</th><th>verdict</th></tr><tr><th>decision</th><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">–</td><td>duplicate</td></tr>",
+        "<table class=\"numbers\"><tr><th></th><th class=\"num\">distance</th><th class=\"num\">containment</th><th class=\"num\">jaccard</th><th>verdict</th><th>relation</th></tr><tr><th>decision</th><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">–</td><td>duplicate</td><td>{}</td></tr>",
         d.distance,
-        opt_num(d.containment)
+        opt_num(d.containment),
+        escape(d.relation.as_deref().unwrap_or("–"))
     );
     match &p.recomputed {
         Some(c) => {
             let _ = write!(
                 h,
-                "<tr><th>recomputed</th><td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td>{}</td></tr>",
-                c.distance, c.containment, c.jaccard, c.verdict
+                "<tr><th>recomputed</th><td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"num\">{:.3}</td><td>{}</td><td>{}</td></tr><tr><th>why</th><td colspan=\"5\" class=\"muted\">{}</td></tr>",
+                c.distance, c.containment, c.jaccard, c.verdict, c.relation, escape(&c.why)
             );
         }
         None => {
             let _ = write!(
                 h,
-                "<tr><th>recomputed</th><td colspan=\"4\" class=\"muted\">{}</td></tr>",
+                "<tr><th>recomputed</th><td colspan=\"5\" class=\"muted\">{}</td></tr>",
                 if p.original.is_none() {
                     "needs the original's text"
                 } else {

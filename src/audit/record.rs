@@ -58,6 +58,10 @@ pub struct Match<'a> {
     pub distance: u32,
     #[serde(default)]
     pub containment: Option<f64>,
+    /// `copy`, `rewrite`, `excerpt` or `extension` (absent in records decided before relations
+    /// were named).
+    #[serde(borrow, default)]
+    pub relation: Option<Cow<'a, str>>,
 }
 
 /// A decided record.

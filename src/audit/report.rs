@@ -49,6 +49,8 @@ pub struct DecisionNumbers {
     pub match_fingerprint: Option<String>,
     pub distance: u32,
     pub containment: Option<f64>,
+    /// The relation the decision recorded (`copy`, `rewrite`, `excerpt`, `extension`).
+    pub relation: Option<String>,
 }
 
 /// The pair's numbers computed again from both texts, by the code of `newsdedup compare`.
@@ -61,10 +63,15 @@ pub struct Recomputed {
     pub shares_sketch_band: bool,
     /// By the current `[dedup]` rule: `duplicate` or `distinct`.
     pub verdict: &'static str,
+    /// What kind of repeat the duplicate is of the original, by the current rule.
+    pub relation: &'static str,
+    /// Why, in one sentence (`compare`'s `why`; no template bins are left out: the audit has no
+    /// index).
+    pub why: String,
 }
 
-impl From<PairScores> for Recomputed {
-    fn from(s: PairScores) -> Self {
+impl Recomputed {
+    fn new(s: PairScores, rule: &DedupConfig) -> Self {
         Recomputed {
             distance: s.distance,
             jaccard: round3(s.similarity.jaccard),
@@ -72,6 +79,8 @@ impl From<PairScores> for Recomputed {
             shares_block: s.shares_block,
             shares_sketch_band: s.shares_band,
             verdict: if s.duplicate { "duplicate" } else { "distinct" },
+            relation: s.relation.as_str(),
+            why: rule.explain(s.distance, Some(s.similarity)),
         }
     }
 }
@@ -271,6 +280,7 @@ impl Plan {
                 match_fingerprint: d.match_fingerprint.as_deref().map(str::to_owned),
                 distance: d.distance,
                 containment: d.containment,
+                relation: d.relation.as_deref().map(str::to_owned),
             };
             let decision = match dup_rec.as_ref().map(|r| &r.decision) {
                 Some(super::record::Decision::Duplicate(m)) => DecisionNumbers {
@@ -304,7 +314,7 @@ impl Plan {
                     content: s.content.clone(),
                 };
                 match score_pair(fp, &input(&duplicate), &input(o), rule) {
-                    Ok(s) => recomputed = Some(Recomputed::from(s)),
+                    Ok(s) => recomputed = Some(Recomputed::new(s, rule)),
                     Err(e) => notes.push(format!("cannot recompute: {e}")),
                 }
                 shared = Some(shared_passages(&duplicate.content, &o.content));

@@ -74,6 +74,10 @@ pub struct MatchRef {
     /// rules were named).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<MatchRule>,
+    /// What kind of repeat the article is of the match (absent in records stored before
+    /// relations were named).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
 }
 
 /// Why an article is a duplicate of its match.
@@ -88,6 +92,9 @@ pub enum MatchRule {
     /// Beyond the threshold, but (almost) all of the article's content is in the match, however
     /// much longer the match is: an excerpt that says nothing new.
     Containment,
+    /// Beyond the threshold, but the match is (almost) whole inside the article and makes up most
+    /// of it: the same report with new text added (an update).
+    Extension,
 }
 
 impl MatchRule {
@@ -96,6 +103,39 @@ impl MatchRule {
             MatchRule::Simhash => "simhash",
             MatchRule::Resemblance => "resemblance",
             MatchRule::Containment => "containment",
+            MatchRule::Extension => "extension",
+        }
+    }
+}
+
+/// What kind of repeat a duplicate is of its match (the later article against the earlier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Relation {
+    /// Near-identical text.
+    Copy,
+    /// The same report reworded: each text has material the other lacks.
+    Rewrite,
+    /// The later is a part of the earlier.
+    Excerpt,
+    /// The later holds the earlier plus new text.
+    Extension,
+}
+
+impl Relation {
+    pub const ALL: [Relation; 4] = [
+        Relation::Copy,
+        Relation::Rewrite,
+        Relation::Excerpt,
+        Relation::Extension,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Relation::Copy => "copy",
+            Relation::Rewrite => "rewrite",
+            Relation::Excerpt => "excerpt",
+            Relation::Extension => "extension",
         }
     }
 }
@@ -280,8 +320,20 @@ pub trait ArticleStore {
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError>;
-    /// Both candidate searches at once (`candidates` into `candidates`, and `sketch_candidates`
-    /// into `banded` when a sketch is given); stores may share work between them.
+    /// As `sketch_candidates`, and says which of the sketch's bands are crowded (bit `b`: band
+    /// `b`'s bucket is held by more articles than its cap): their values are template text that
+    /// the second check discounts. Stores that do not know return 0.
+    fn sketch_lookup(
+        &self,
+        sketch: &Sketch,
+        out: &mut Vec<(u64, String)>,
+    ) -> Result<u16, IndexError> {
+        self.sketch_candidates(sketch, out)?;
+        Ok(0)
+    }
+    /// Both candidate searches at once (`candidates` into `candidates`, and `sketch_lookup` into
+    /// `banded` when a sketch is given); stores may share work between them. Returns the crowded
+    /// bands of `sketch` (0 without one).
     fn lookup(
         &self,
         fp: Fingerprint,
@@ -289,12 +341,12 @@ pub trait ArticleStore {
         sketch: Option<&Sketch>,
         candidates: &mut Vec<Candidate>,
         banded: &mut Vec<(u64, String)>,
-    ) -> Result<(), IndexError> {
+    ) -> Result<u16, IndexError> {
         self.candidates(fp, max_distance, candidates)?;
-        if let Some(sketch) = sketch {
-            self.sketch_candidates(sketch, banded)?;
+        match sketch {
+            Some(sketch) => self.sketch_lookup(sketch, banded),
+            None => Ok(0),
         }
-        Ok(())
     }
     /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the
     /// four block families and its sketch's bands to the band index so later articles can match it.

@@ -1064,22 +1064,25 @@ impl RocksIndex {
             .map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
-    /// The sketch-band candidates: the sketch's band buckets in one batched point read.
+    /// The sketch-band candidates: the sketch's band buckets in one batched point read. Returns
+    /// the crowded bands (bit `b`: band `b`).
     fn scan_bands(
         &self,
         sketch: &Sketch,
         banded: &mut Vec<(u64, String)>,
-    ) -> Result<(), IndexError> {
+    ) -> Result<u16, IndexError> {
+        let mut crowded = 0u16;
         let mut seqs: Vec<u64> = Vec::new();
         // Sorted, as the batched read is told: `bands()` goes by band number, the key's first byte.
         let keys: Vec<[u8; BAND_KEY_LEN]> = sketch
             .bands()
             .map(|(band, key)| band_key(band as u8, key))
             .collect();
+        let band_numbers: Vec<usize> = sketch.bands().map(|(band, _)| band).collect();
         let values = self
             .db
             .batched_multi_get_cf(self.cf(BANDS_FAMILY)?, &keys, true);
-        for (key, value) in keys.iter().zip(values) {
+        for ((key, value), band) in keys.iter().zip(values).zip(band_numbers) {
             let Some(value) = value.map_err(rocks_err(&self.dir))? else {
                 continue;
             };
@@ -1087,6 +1090,9 @@ impl RocksIndex {
                 dir: self.dir.clone(),
                 message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
             })?;
+            if found.crowded() {
+                crowded |= 1 << band;
+            }
             // A crowded bucket lists no one: it says nothing about a pair.
             for seq in found.entries {
                 if !seqs.contains(&seq) {
@@ -1098,7 +1104,7 @@ impl RocksIndex {
             let ids = self.ids_of(&seqs)?;
             banded.extend(seqs.into_iter().zip(ids));
         }
-        Ok(())
+        Ok(crowded)
     }
 }
 
@@ -1144,6 +1150,14 @@ impl ArticleStore for RocksIndex {
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
     ) -> Result<(), IndexError> {
+        self.scan_bands(sketch, out).map(drop)
+    }
+
+    fn sketch_lookup(
+        &self,
+        sketch: &Sketch,
+        out: &mut Vec<(u64, String)>,
+    ) -> Result<u16, IndexError> {
         self.scan_bands(sketch, out)
     }
 

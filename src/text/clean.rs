@@ -180,6 +180,18 @@ impl Cleaner {
     /// Cleans `text` into a normalised string: NFKC (full-width to half-width), lowercase, no markup,
     /// no entities, no URLs, no boilerplate lines, whitespace collapsed to single spaces except
     /// newlines, which are kept (one per paragraph) because later stages look at lines.
+    /// Only the passes that keep every character of the text: width, case, Traditional folding
+    /// (as configured), markup and entities. For a text that `clean` empties (a one-line alert
+    /// in brackets is a "dateline tag" to it), what is left to fingerprint from its characters.
+    pub fn normalize_only(&self, text: &str) -> String {
+        let mut out = String::new();
+        normalize_into(text, self.fold_traditional.then(fold_table), &mut out);
+        if memchr::memchr2(b'<', b'&', out.as_bytes()).is_some() {
+            out = strip_tags_and_entities(&out);
+        }
+        out
+    }
+
     pub fn clean(&self, text: &str) -> String {
         let mut out = String::new();
         self.clean_into(text, &mut String::new(), &mut out);
