@@ -237,6 +237,10 @@ fn natural_pairs_stay_at_their_recorded_level() {
 }
 
 /// Natural test-half floors (docs/QUALITY.md "Natural pairs"), rounded down.
-const NATURAL_FLOORS: [(&str, f64); 2] = [("recall", 0.60), ("precision", 0.88)];
+const NATURAL_FLOORS: [(&str, f64); 3] = [
+    ("recall", 0.74),
+    ("precision", 0.90),
+    ("extension_recall", 0.50),
+];
 /// Largest share of different reports linked (docs/QUALITY.md), rounded up.
 const NATURAL_MAX_DIFFERENT_FLAGGED: f64 = 0.15;
