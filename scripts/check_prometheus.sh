@@ -2,7 +2,7 @@
 # Checks the monitoring files under docker/: the Prometheus configuration, the alert rules and their
 # unit tests (promtool), the Compose file (docker-compose config, no Docker daemon needed) and the
 # Grafana dashboard (valid JSON).
-# Installs Debian's `prometheus` (promtool + the server used by tests/prometheus_scrape.rs) and
+# Installs Debian's `prometheus` (promtool + the server used by tests/broker/prometheus_scrape.rs) and
 # `docker-compose` when they are missing. Idempotent; called by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ promtool check rules docker/alerts.yml
 promtool test rules docker/alerts.test.yml
 # Interpolation, schema and file references of the Compose file; prints nothing when valid.
 docker-compose -f docker/docker-compose.yml config -q
-# Grafana's provisioned dashboard must at least be JSON (tests/prometheus_scrape.rs runs its
+# Grafana's provisioned dashboard must at least be JSON (tests/broker/prometheus_scrape.rs runs its
 # queries against a real Prometheus).
 for f in docker/grafana/dashboards/*.json; do
   python3 -m json.tool "$f" >/dev/null

@@ -14,7 +14,7 @@ cargo clippy --release --all-targets -- -D warnings
 # The quality harness's own unit tests (synthetic text only, ~2 s).
 python3 -m unittest discover -s scripts/eval -p 'test_*.py'
 # Monitoring files (promtool config/rules/unit tests, Compose file); installs Debian's prometheus,
-# whose server tests/prometheus_scrape.rs runs (that test fails without it).
+# whose server tests/broker/prometheus_scrape.rs runs (that test fails without it).
 bash scripts/check_prometheus.sh
 # Default targets: lib, bins, integration tests, examples (built); benches are built by clippy above
 # and run by hand (README "Performance"), never as timed tests.

@@ -78,7 +78,7 @@ pub fn sample_repost_of(id: &str) -> Option<&str> {
 
 /// The sample's stories: its valid articles minus the planted reposts, so that, like the corpus's
 /// articles, each one is its own story (the decisions on the sample are checked by
-/// tests/quality_regression.rs).
+/// tests/core/quality_regression.rs).
 pub fn sample_stories() -> Vec<serde_json::Map<String, Value>> {
     sample_articles()
         .into_iter()

@@ -8,7 +8,7 @@
 //! exactly as planted. On the corpus, the natural pairs read by editors (scripts/eval/natural/,
 //! test half) are scored and must stay at or above the floors recorded in docs/QUALITY.md.
 
-mod common;
+use crate::common;
 
 use serde_json::Value;
 use std::process::Command;

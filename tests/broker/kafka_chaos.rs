@@ -7,7 +7,7 @@
 //! coordinates) has an output, repeated outputs of a record agree, and the committed offsets reach
 //! the end of every partition without ever going backwards.
 
-mod common;
+use crate::common;
 
 use common::kafka::{
     committed, coords_by_seq, ends, produce, produce_paced, start_service, wait_committed, Broker,

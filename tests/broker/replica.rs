@@ -2,9 +2,9 @@
 //! `index rebuild` from the output topics after the index is lost, and a `standby` that follows
 //! them and takes over after the active instance is killed with SIGKILL. Both must end with the
 //! decisions an uninterrupted run makes (`batch` over the same stream: a single-partition `run`
-//! decides exactly as `batch`, see tests/kafka_service.rs) and an index `index verify` accepts.
+//! decides exactly as `batch`, see tests/broker/kafka_service.rs) and an index `index verify` accepts.
 
-mod common;
+use crate::common;
 
 use common::kafka::{produce, start_command, start_service, Broker, Input, Reader};
 use common::stream::{valid as input, write_jsonl};

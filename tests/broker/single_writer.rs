@@ -2,7 +2,7 @@
 //! group of a running one decides nothing (it fetches only while it holds every partition) and
 //! stops with an error after the grace period; the first one then decides every record.
 
-mod common;
+use crate::common;
 
 use common::kafka::{produce, start_service, Broker, Input, Reader};
 use serde_json::{json, Value};

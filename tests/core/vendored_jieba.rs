@@ -2,11 +2,11 @@
 //! the route's frequency reads) segments exactly like the crates.io release it was copied from.
 //! Fingerprints depend on every token, so any difference would silently change them.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 
-const DICT: &str = include_str!("../config/jieba_dict.txt");
+const DICT: &str = include_str!("../../config/jieba_dict.txt");
 
 /// Texts that exercise the walk's edges: words at the end of a block, lookahead past the end,
 /// non-BMP characters, mixed scripts, HMM runs, ASCII runs, empty and one-character blocks.

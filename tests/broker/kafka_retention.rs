@@ -4,7 +4,7 @@
 //! names when its original was published, the stream time and the removals show in /metrics and
 //! `index stats`, and the index verifies afterwards.
 
-mod common;
+use crate::common;
 
 use common::kafka::{metric, produce_at, start_service, Broker, Input, Reader};
 use serde_json::{json, Value};

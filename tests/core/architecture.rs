@@ -338,7 +338,7 @@ fn modules_import_only_lower_layers_and_no_files_import_each_other() {
     let problems = layer_problems(&sources(&src), LAYERS);
     assert!(
         problems.is_empty(),
-        "imports against the layers (tests/architecture.rs LAYERS):\n  {}",
+        "imports against the layers (tests/core/architecture.rs LAYERS):\n  {}",
         problems.join("\n  ")
     );
 }

@@ -20,7 +20,7 @@
 //!   and PLAIN gets through TLS to the broker's SASL verdict. Tansu 0.6.0 (memory storage) cannot
 //!   hold a SASL user (see the test), so a successful SASL login is not tested here.
 
-mod common;
+use crate::common;
 
 use common::kafka::{start_service, Broker};
 

@@ -7,7 +7,7 @@
 //! Known Tansu gap: a record with an empty value is not delivered to consumers, so the DLQ path
 //! of an empty value (reason `bad_json`: "record has no value") cannot be tested here.
 
-mod common;
+use crate::common;
 
 use common::kafka::{
     committed, ends, free_port, metric, produce, produce_paced, start_service, Broker, Input,

@@ -1,7 +1,7 @@
 //! The service's stages without a broker: the prepare pool + decision thread (`kafka::engine`)
 //! with an in-memory sink, and the offset tracker fed by its acknowledgements.
 
-mod common;
+use crate::common;
 
 use newsdedup::config::Config;
 use newsdedup::dedup::Deduper;

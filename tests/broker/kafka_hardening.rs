@@ -6,7 +6,7 @@
 //! service stopped visibly: /health 503 with the reason, exit non-zero), and no committed offset
 //! passes a record without an output.
 
-mod common;
+use crate::common;
 
 use common::kafka::{
     committed, produce, produce_with_headers, start_service, wait_committed, Broker, Input, Reader,

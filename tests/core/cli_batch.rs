@@ -1,7 +1,7 @@
 //! The `newsdedup` binary end to end: batch over real corpus articles and every bad-input class,
 //! persistence and replays, kill -9 mid-run, index stats/verify, fingerprint and compare.
 
-mod common;
+use crate::common;
 
 use serde_json::{json, Value};
 use std::io::Write;

@@ -8,7 +8,7 @@
 //!
 //! The test fails (it does not skip) when the prometheus binary is missing.
 
-mod common;
+use crate::common;
 
 use common::kafka::{free_port, produce, start_service, Broker, Input};
 
@@ -134,7 +134,7 @@ fn scrape_config(service_addr: &str) -> String {
     ] {
         assert!(
             config.contains(from),
-            "docker/prometheus.yml no longer contains {from:?}; adapt tests/prometheus_scrape.rs"
+            "docker/prometheus.yml no longer contains {from:?}; adapt tests/broker/prometheus_scrape.rs"
         );
         config = config.replace(from, &to);
     }

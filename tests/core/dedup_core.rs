@@ -1,6 +1,6 @@
 //! The decision against a real RocksDB index with the real fingerprinter (no broker).
 
-mod common;
+use crate::common;
 
 use newsdedup::config::{FingerprintConfig, IndexConfig};
 use newsdedup::dedup::{DecisionInput, Deduper, Verdict};

@@ -5,7 +5,7 @@
 //! while records keep arriving; `--from-time` / `--to-time` bound it; an empty range or a missing
 //! partition exits non-zero.
 
-mod common;
+use crate::common;
 
 use common::kafka::{
     committed, ends, produce, produce_paced, start_service, Broker, Input, Output, Reader,

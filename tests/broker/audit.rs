@@ -7,7 +7,7 @@
 //! (suspicious ones first, in the JSONL's order), hostile text escaped, nothing fetched from
 //! anywhere, and the numbers recomputed equal to the decision's.
 
-mod common;
+use crate::common;
 
 use common::kafka::{produce, start_service, Broker, Input, Reader};
 use serde_json::{json, Value};

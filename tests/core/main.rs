@@ -1,0 +1,16 @@
+//! The tests that need no broker, in one binary (RocksDB and librdkafka are linked once): the
+//! layers, the command line end to end, the decision core, the index, the engine without Kafka,
+//! quality floors, retention and the vendored jieba-rs. Run one module with
+//! `cargo test --release --test core cli_batch::`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod architecture;
+mod cli_batch;
+mod dedup_core;
+mod index_equivalence;
+mod kafka_engine;
+mod quality_regression;
+mod retention;
+mod vendored_jieba;
