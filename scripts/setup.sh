@@ -22,6 +22,12 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# The JSON Schema validator the tests check real outputs with (tests/core/cli_batch.rs).
+if ! python3 -c "import jsonschema" >/dev/null 2>&1; then
+  echo "setup: installing the Python package jsonschema" >&2
+  python3 -m pip install -q jsonschema >&2 \
+    || python3 -m pip install -q --break-system-packages jsonschema >&2
+fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "setup: error: cargo not found: install Rust 1.89 or newer (https://rustup.rs: curl --proto '=https' -sSf https://sh.rustup.rs | sh), then run this again" >&2
   exit 1

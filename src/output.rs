@@ -5,7 +5,11 @@
 
 use crate::article::Article;
 use crate::dedup::{Decision, Verdict};
+use crate::index::{MatchRef, MatchRule, Relation};
+use crate::simhash::Fingerprint;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
+use std::borrow::Cow;
 
 /// Largest `dedup` member, as JSON text: the match's id (at most 512 bytes), url and title (at
 /// most `dedup::MAX_MATCH_TEXT_BYTES` each), each of which JSON escaping can grow up to 6 times
@@ -13,46 +17,117 @@ use serde_json::{json, Map, Value};
 pub const MAX_DEDUP_MEMBER_BYTES: usize =
     6 * (crate::article::MAX_ID_BYTES + 2 * crate::dedup::MAX_MATCH_TEXT_BYTES) + 1024;
 
-/// The `dedup` member of a decided article's output record.
-pub fn dedup_member(decision: &Decision) -> Value {
-    let mut member = match &decision.verdict {
-        Verdict::Unique => {
-            json!({"decision": "unique", "fingerprint": decision.fingerprint.to_hex()})
+/// The `dedup` member of an output record, defined once: [`dedup_member`] writes it, `restore`
+/// and the audit read it back with the same type, so writer and readers cannot drift apart.
+/// Field order is the output's member order. Text borrows from the record where it can.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DedupMember<'a> {
+    /// `unique`, `duplicate` or `invalid`.
+    #[serde(borrow)]
+    pub decision: Cow<'a, str>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Fingerprint>,
+    #[serde(
+        rename = "match",
+        borrow,
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub matched: Option<MatchMember<'a>>,
+    /// The article's claimed time was too far ahead of its arrival: the arrival time was used.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub event_time_clamped: bool,
+    /// An older version of a known id, delivered after the newer one it does not replace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
+    /// A later version of a known id: its number, and the fingerprint of what it replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_fingerprint: Option<Fingerprint>,
+    /// Why an input is invalid (`reason: why`).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Cow<'a, str>>,
+}
+
+/// The `match` member: the earlier article a duplicate repeats, and why. Every member is written,
+/// `null` when unknown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MatchMember<'a> {
+    #[serde(borrow)]
+    pub id: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub url: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub title: Option<Cow<'a, str>>,
+    pub fingerprint: Fingerprint,
+    pub distance: u32,
+    #[serde(default)]
+    pub containment: Option<f64>,
+    /// RFC 3339 UTC.
+    #[serde(borrow, default)]
+    pub published_at: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub contained: Option<f64>,
+    #[serde(default)]
+    pub rule: Option<MatchRule>,
+    #[serde(default)]
+    pub relation: Option<Relation>,
+}
+
+impl MatchMember<'_> {
+    /// The match as the index stores it.
+    pub fn to_stored(&self) -> MatchRef {
+        MatchRef {
+            id: self.id.to_string(),
+            url: self.url.as_deref().map(str::to_owned),
+            title: self.title.as_deref().map(str::to_owned),
+            fingerprint: self.fingerprint,
+            distance: self.distance,
+            containment: self.containment,
+            published_ms: self
+                .published_at
+                .as_deref()
+                .and_then(crate::time::parse_time),
+            contained: self.contained,
+            rule: self.rule,
+            relation: self.relation,
         }
-        Verdict::Duplicate(m) => json!({
-            "decision": "duplicate",
-            "fingerprint": decision.fingerprint.to_hex(),
-            "match": {
-                "id": m.id,
-                "url": m.url,
-                "title": m.title,
-                "fingerprint": m.fingerprint.to_hex(),
-                "distance": m.distance,
-                "containment": m.containment,
-                "published_at": m.published_ms.map(crate::time::format_rfc3339),
-                "contained": m.contained,
-                "rule": m.rule.map(|r| r.as_str()),
-                "relation": m.relation.map(|r| r.as_str()),
-            }
-        }),
+    }
+}
+
+/// The `dedup` member of a decided article's output record.
+pub fn dedup_member(decision: &Decision) -> DedupMember<'_> {
+    let (name, matched) = match &decision.verdict {
+        Verdict::Unique => ("unique", None),
+        Verdict::Duplicate(m) => (
+            "duplicate",
+            Some(MatchMember {
+                id: Cow::Borrowed(m.id.as_str()),
+                url: m.url.as_deref().map(Cow::Borrowed),
+                title: m.title.as_deref().map(Cow::Borrowed),
+                fingerprint: m.fingerprint,
+                distance: m.distance,
+                containment: m.containment,
+                published_at: m
+                    .published_ms
+                    .map(|ms| Cow::Owned(crate::time::format_rfc3339(ms))),
+                contained: m.contained,
+                rule: m.rule,
+                relation: m.relation,
+            }),
+        ),
     };
-    // The article's claimed time was too far ahead of its arrival: the arrival time was used.
-    if let (true, Some(obj)) = (decision.event_time_clamped, member.as_object_mut()) {
-        obj.insert("event_time_clamped".into(), json!(true));
+    DedupMember {
+        decision: Cow::Borrowed(name),
+        fingerprint: Some(decision.fingerprint),
+        matched,
+        event_time_clamped: decision.event_time_clamped,
+        superseded: decision.superseded,
+        revision: decision.revision.map(|r| r.number),
+        previous_fingerprint: decision.revision.map(|r| r.previous_fingerprint),
+        error: None,
     }
-    // An older version of a known id, delivered after the newer one it does not replace.
-    if let (true, Some(obj)) = (decision.superseded, member.as_object_mut()) {
-        obj.insert("superseded".into(), json!(true));
-    }
-    // A later version of a known id: which one, and what it replaced.
-    if let (Some(r), Some(obj)) = (decision.revision, member.as_object_mut()) {
-        obj.insert("revision".into(), json!(r.number));
-        obj.insert(
-            "previous_fingerprint".into(),
-            json!(r.previous_fingerprint.to_hex()),
-        );
-    }
-    member
 }
 
 /// The article as the start of its output record: the input object with every member except
@@ -90,7 +165,10 @@ pub fn open_record(article: &Article) -> Result<Vec<u8>, serde_json::Error> {
 /// is replaced).
 pub fn close_record(mut open: Vec<u8>, decision: &Decision) -> Vec<u8> {
     open.extend_from_slice(b"\"dedup\":");
-    open.extend_from_slice(dedup_member(decision).to_string().as_bytes());
+    // Plain data (strings, numbers, enums): serializing it cannot fail.
+    if serde_json::to_writer(&mut open, &dedup_member(decision)).is_err() {
+        open.extend_from_slice(b"null");
+    }
     open.push(b'}');
     open
 }
@@ -104,9 +182,19 @@ pub fn invalid_record(line: Option<u64>, id: Option<&str>, error: &str) -> Value
     if let Some(id) = id {
         out.insert("id".into(), json!(id));
     }
+    let member = DedupMember {
+        decision: Cow::Borrowed("invalid"),
+        fingerprint: None,
+        matched: None,
+        event_time_clamped: false,
+        superseded: false,
+        revision: None,
+        previous_fingerprint: None,
+        error: Some(Cow::Borrowed(error)),
+    };
     out.insert(
         "dedup".into(),
-        json!({"decision": "invalid", "error": error}),
+        serde_json::to_value(member).unwrap_or(Value::Null),
     );
     Value::Object(out)
 }

@@ -16,7 +16,8 @@
 use crate::article::{Article, ReadRules};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
-use crate::index::{MatchRef, Revision, StoredArticle, StoredDecision};
+use crate::index::{Revision, StoredArticle, StoredDecision};
+use crate::output::{DedupMember, MatchMember};
 use crate::simhash::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -53,45 +54,10 @@ pub struct Restored {
     pub searchable: bool,
 }
 
-/// The `dedup` member of an output record.
 #[derive(Deserialize)]
-struct DedupMember {
-    decision: String,
-    #[serde(default)]
-    fingerprint: Option<Fingerprint>,
-    #[serde(rename = "match", default)]
-    matched: Option<MatchMember>,
-    #[serde(default)]
-    revision: Option<u32>,
-    #[serde(default)]
-    previous_fingerprint: Option<Fingerprint>,
-}
-
-/// The `match` member: the stored `MatchRef`, whose publication time the output writes as
-/// `published_at` (RFC 3339) rather than as stored (Unix ms).
-#[derive(Deserialize)]
-struct MatchMember {
-    #[serde(flatten)]
-    stored: MatchRef,
-    #[serde(default)]
-    published_at: Option<String>,
-}
-
-impl MatchMember {
-    fn into_stored(self) -> MatchRef {
-        MatchRef {
-            published_ms: self
-                .published_at
-                .as_deref()
-                .and_then(crate::time::parse_time),
-            ..self.stored
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct WithDedup {
-    dedup: Option<DedupMember>,
+struct WithDedup<'a> {
+    #[serde(borrow)]
+    dedup: Option<DedupMember<'a>>,
 }
 
 /// Restores one output record. `decided_ms` is when it was decided (the output record's
@@ -109,7 +75,7 @@ pub fn restore(
         .map_err(|e| RestoreError::NotDecided(format!("not a JSON object with `dedup`: {e}")))?
         .dedup
         .ok_or_else(|| RestoreError::NotDecided("no `dedup` member".into()))?;
-    let decision = match member.decision.as_str() {
+    let decision = match member.decision.as_ref() {
         "unique" => StoredDecision::Unique,
         "duplicate" => StoredDecision::Duplicate,
         "invalid" => return Ok(None),
@@ -159,7 +125,7 @@ pub fn restore(
             title: (!title.is_empty()).then(|| title.to_owned()),
             first_seen_ms: decided_ms,
             decision,
-            matched: member.matched.map(MatchMember::into_stored),
+            matched: member.matched.as_ref().map(MatchMember::to_stored),
             sketch: Some(fingerprinted.sketch),
             revision,
             event_ms,

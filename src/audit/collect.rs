@@ -308,10 +308,10 @@ impl Collector {
                     published_ms,
                     source: rec.source.as_deref().map(|s| scope.sources.intern(s)),
                     match_id: m.id.as_ref().into(),
-                    match_fingerprint: m.fingerprint.as_deref().map(Into::into),
+                    match_fingerprint: Some(m.fingerprint.to_hex().into()),
                     distance: m.distance,
                     containment: m.containment,
-                    relation: m.relation.as_deref().map(Into::into),
+                    relation: m.relation.map(|r| r.as_str().into()),
                 };
                 // A repeat keeps the latest record (a revision's decision replaces the old one).
                 match self.dup_index.get(&key) {
@@ -564,12 +564,15 @@ pub(crate) fn reread<'a>(
 mod tests {
     use super::*;
 
+    // Fingerprints are written as 16 hex digits: short test values are padded.
     fn unique(id: &str, fp: &str, published: &str) -> Vec<u8> {
+        let fp = format!("{fp:0>16}");
         format!(r#"{{"id":"{id}","content":"c","published_at":"{published}","dedup":{{"decision":"unique","fingerprint":"{fp}"}}}}"#).into_bytes()
     }
 
     fn duplicate(id: &str, of: &str, of_fp: &str, containment: f64, published: &str) -> Vec<u8> {
-        format!(r#"{{"id":"{id}","content":"c","source":"s","published_at":"{published}","dedup":{{"decision":"duplicate","fingerprint":"00","match":{{"id":"{of}","url":null,"title":null,"fingerprint":"{of_fp}","distance":1,"containment":{containment}}}}}}}"#).into_bytes()
+        let of_fp = format!("{of_fp:0>16}");
+        format!(r#"{{"id":"{id}","content":"c","source":"s","published_at":"{published}","dedup":{{"decision":"duplicate","fingerprint":"0000000000000000","match":{{"id":"{of}","url":null,"title":null,"fingerprint":"{of_fp}","distance":1,"containment":{containment}}}}}}}"#).into_bytes()
     }
 
     fn line(n: u64) -> Location {

@@ -45,24 +45,8 @@ impl Decision<'_> {
 }
 
 /// `dedup.match` of a duplicate: the original it was matched to, and why.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Match<'a> {
-    #[serde(borrow)]
-    pub id: Cow<'a, str>,
-    #[serde(borrow, default)]
-    pub url: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub title: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub fingerprint: Option<Cow<'a, str>>,
-    pub distance: u32,
-    #[serde(default)]
-    pub containment: Option<f64>,
-    /// `copy`, `rewrite`, `excerpt` or `extension` (absent in records decided before relations
-    /// were named).
-    #[serde(borrow, default)]
-    pub relation: Option<Cow<'a, str>>,
-}
+/// The `match` member of a duplicate, as the output writes it.
+pub type Match<'a> = crate::output::MatchMember<'a>;
 
 /// A decided record.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,17 +77,7 @@ struct RawRecord<'a> {
     #[serde(borrow, default)]
     published_at: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    dedup: Option<RawDedup<'a>>,
-}
-
-#[derive(Deserialize)]
-struct RawDedup<'a> {
-    #[serde(borrow)]
-    decision: Cow<'a, str>,
-    #[serde(borrow, default)]
-    fingerprint: Option<Cow<'a, str>>,
-    #[serde(borrow, default, rename = "match")]
-    matched: Option<Match<'a>>,
+    dedup: Option<crate::output::DedupMember<'a>>,
 }
 
 /// Reads one decided record.
@@ -128,7 +102,7 @@ pub fn parse(bytes: &[u8]) -> Result<Decided<'_>, BadRecord> {
         url: raw.url,
         source: raw.source,
         published_at: raw.published_at,
-        fingerprint: dedup.fingerprint,
+        fingerprint: dedup.fingerprint.map(|f| Cow::Owned(f.to_hex())),
         decision,
     })
 }

@@ -723,3 +723,106 @@ fn an_older_version_delivered_after_a_newer_one_does_not_replace_it() {
     assert_eq!(probed[1]["dedup"]["decision"], "unique", "{}", probed[1]);
     verify_index(&index);
 }
+
+/// Validates every JSON line of `lines` against `schema` (a file under schemas/) with a JSON
+/// Schema validator (Python's jsonschema, installed by scripts/setup.sh); the lines that fail, with
+/// why.
+fn schema_violations(schema: &str, lines: &[String]) -> Vec<String> {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("lines.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(schema);
+    let script = r#"
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+for n, line in enumerate(open(sys.argv[2], encoding="utf-8"), 1):
+    for e in validator.iter_errors(json.loads(line)):
+        print(f"line {n}: {'/'.join(map(str, e.absolute_path))}: {e.message}")
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(&schema)
+        .arg(&input)
+        .output()
+        .expect("python3 (scripts/setup.sh)");
+    assert!(
+        out.status.success(),
+        "the validator failed (is jsonschema installed? scripts/setup.sh): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Real inputs and outputs against the JSON Schemas in schemas/: every kind of output record
+/// (unique, duplicate by each rule the input provokes, with its relation, revision, superseded,
+/// clamped, invalid of every reason) validates; a record with a member the schema does not know
+/// is caught.
+#[test]
+fn inputs_and_outputs_validate_against_the_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let story = "本市今日召开新闻发布会，介绍秋季交通安全专项整治行动的进展情况。据介绍，行动开展以来，全市共查处各类交通违法行为十二万余起，重点路段事故数量同比下降百分之十八。下一步，交管部门将继续加强夜间巡查，严查酒驾醉驾和超速行驶，并在学校周边增设护学岗。";
+    let weather = "市气象台今晨发布寒潮蓝色预警，预计未来三天受强冷空气影响，全市将出现大风降温天气，最低气温将降至零下五摄氏度左右。气象部门提醒市民注意防寒保暖，农业生产单位做好设施农业的防冻措施，户外作业人员注意安全。";
+    let mut lines: Vec<String> = common::sample_articles()
+        .into_iter()
+        .map(|a| Value::Object(a).to_string())
+        .collect();
+    for v in [
+        json!({"id": "orig", "title": "交通整治", "content": story, "published_at": "2024-03-02 08:00:00", "url": "https://a.example/1"}),
+        json!({"id": "copy", "title": "交通整治", "content": format!("{story}\n责任编辑：张三")}),
+        json!({"id": "excerpt", "content": &story[..story.len() / 2 / 3 * 3]}),
+        json!({"id": "update", "title": "交通整治", "content": format!("{story}另据了解，下月起全市还将开展电动自行车专项整治。")}),
+        json!({"id": "orig", "title": "寒潮预警", "content": weather, "published_at": "2024-03-03 08:00:00"}),
+        json!({"id": "orig", "title": "旧版", "content": "区政府召开常务会议，研究部署冬季供暖保障工作，要求各部门确保居民室温达标。", "published_at": "2024-03-01 08:00:00"}),
+        json!({"id": "future", "content": "明日天气预报：本市晴转多云，气温十二到二十摄氏度。", "published_at": "2099-01-01T00:00:00Z"}),
+        json!({"id": "alert", "content": "【大风蓝色预警信号】"}),
+    ] {
+        lines.push(v.to_string());
+    }
+    for (bytes, _) in common::malformed_records() {
+        lines.push(String::from_utf8_lossy(&bytes).replace('\n', " "));
+    }
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let out = dir.path().join("out.jsonl");
+    run_batch(&input, &out, &dir.path().join("index"));
+    let outputs: Vec<String> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let decided: Vec<Value> = outputs
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let has = |f: &dyn Fn(&Value) -> bool| decided.iter().any(|r| f(&r["dedup"]));
+    assert!(has(&|d| d["decision"] == "unique"));
+    assert!(has(&|d| d["decision"] == "invalid"));
+    assert!(has(&|d| d["match"]["relation"].is_string()));
+    assert!(has(&|d| d["revision"].is_number()));
+    assert!(has(&|d| d["superseded"] == true));
+    assert!(has(&|d| d["event_time_clamped"] == true));
+    let violations = schema_violations("output.schema.json", &outputs);
+    assert!(violations.is_empty(), "{violations:#?}");
+    let valid_inputs: Vec<String> = lines
+        .iter()
+        .zip(&decided)
+        .filter(|(_, d)| d["dedup"]["decision"] != "invalid")
+        .map(|(l, _)| l.clone())
+        .collect();
+    let violations = schema_violations("article.schema.json", &valid_inputs);
+    assert!(violations.is_empty(), "{violations:#?}");
+    // The check itself: a member the schema does not allow is caught.
+    let mut planted = decided[0].clone();
+    planted["dedup"]["confidence"] = json!(0.5);
+    assert_eq!(
+        schema_violations("output.schema.json", &[planted.to_string()]).len(),
+        1
+    );
+}
