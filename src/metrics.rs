@@ -37,6 +37,8 @@ pub const ASSIGNED_PARTITIONS: &str = "newsdedup_assigned_partitions";
 pub const FETCH_PAUSED: &str = "newsdedup_fetch_paused";
 pub const BROKER_UP: &str = "newsdedup_broker_up";
 pub const HEALTHY: &str = "newsdedup_healthy";
+pub const GROUP_MEMBERS: &str = "newsdedup_group_members";
+pub const WAITING_SECONDS: &str = "newsdedup_waiting_seconds";
 pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
 pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
 pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
@@ -212,6 +214,16 @@ fn describe() {
         "1 while fetching is paused because max_in_flight is reached."
     );
     describe_gauge!(
+        GROUP_MEMBERS,
+        Unit::Count,
+        "Members the consumer group's coordinator lists, this one included (run only)."
+    );
+    describe_gauge!(
+        WAITING_SECONDS,
+        Unit::Seconds,
+        "How long this member has fetched nothing while records wait beyond the group's committed offsets; 0 otherwise."
+    );
+    describe_gauge!(
         BROKER_UP,
         Unit::Count,
         "0 after librdkafka reported all brokers down, 1 once traffic resumes."
@@ -219,7 +231,7 @@ fn describe() {
     describe_gauge!(
         HEALTHY,
         Unit::Count,
-        "1 while /health answers 200; 0 when failed, stalled or without progress."
+        "1 while /health answers 200; 0 when failed, stalled, without progress or waiting too long."
     );
     describe_gauge!(INDEX_ARTICLES, Unit::Count, "Articles in the index.");
     describe_histogram!(

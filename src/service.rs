@@ -8,9 +8,9 @@ use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
 use crate::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
-use crate::kafka::exclusive::{self, ExclusiveWatch};
 use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
 use crate::kafka::tracker::OffsetTracker;
+use crate::kafka::watch::{Watch, WatchConfig};
 use crate::kafka::{Health, ServiceClientContext, State};
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
@@ -61,27 +61,23 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
         &abandon,
     );
     let consumer = create_consumer(&settings, &tracker, &engine, &health)?;
-    // One active instance: the partition count is known before joining (see `exclusive`).
-    if settings.exclusive_grace().is_some() {
-        exclusive::count_partitions(&*consumer, &settings.service.input_topic, &health);
-    }
     consumer
         .subscribe(&[&settings.service.input_topic])
         .with_context(|| format!("cannot subscribe to {}", settings.service.input_topic))?;
     log_wiring(&settings, "consuming");
 
-    let watch = settings.exclusive_grace().map(|grace| {
-        ExclusiveWatch::spawn(
-            consumer.clone(),
-            consumer.context().shared.clone(),
-            settings.service.group_id.clone(),
-            grace,
-        )
-    });
+    // Observes the group for the one-active-instance rule and for a member left without work.
+    let watch = Watch::spawn(
+        consumer.clone(),
+        consumer.context().shared.clone(),
+        WatchConfig {
+            group: settings.service.group_id.clone(),
+            earliest: settings.starts_at_earliest(),
+            plain_bootstrap: settings.plaintext_bootstrap(),
+        },
+    );
     let exit = consumer::run_loop(&consumer, &mut engine, &settings, &stop);
-    if let Some(watch) = watch {
-        watch.stop();
-    }
+    watch.stop();
 
     close(Some(producer), consumer, engine, &exit, runtime);
     match exit {

@@ -348,6 +348,23 @@ impl Settings {
         Duration::from_millis(self.service.progress_timeout_ms)
     }
 
+    /// Whether a partition without a committed offset is read from its beginning
+    /// (`auto.offset.reset`, `earliest` unless set otherwise).
+    pub fn starts_at_earliest(&self) -> bool {
+        self.consumer_properties
+            .get("auto.offset.reset")
+            .is_none_or(|v| matches!(v.trim(), "earliest" | "smallest" | "beginning"))
+    }
+
+    /// The bootstrap servers when the consumer connects without TLS or SASL.
+    pub fn plaintext_bootstrap(&self) -> Option<String> {
+        let plain = self
+            .consumer_properties
+            .get("security.protocol")
+            .is_none_or(|v| v.trim().eq_ignore_ascii_case("plaintext"));
+        plain.then(|| self.service.brokers.clone())
+    }
+
     /// None: several members are allowed (`exclusive_grace_ms` = 0).
     pub fn exclusive_grace(&self) -> Option<Duration> {
         (self.service.exclusive_grace_ms > 0)

@@ -22,6 +22,7 @@
 //!   partition is done.
 
 use super::engine::{Engine, EngineError, EngineHandle};
+use super::exclusive::{Closed, Facts, Gate, Observed, Signal, Verdict, WaitFacts, Waiting};
 use super::record::InputMessage;
 use super::tracker::OffsetTracker;
 use super::{Health, ServiceClientContext, State};
@@ -36,7 +37,7 @@ use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -53,8 +54,19 @@ pub struct Shared {
     pub engine: EngineHandle,
     pub health: Arc<Health>,
     pub rebalance_timeout: Duration,
-    /// Set by rebalance callbacks: the loop re-applies its pause state to the new assignment.
+    /// Set by rebalance callbacks: the loop sets the pause state of the whole assignment afresh.
     pub rebalanced: AtomicBool,
+    /// Rebalance callbacks run so far (revoke, lost, assign): a description of the group asked
+    /// for before the latest one says nothing about the current assignment.
+    pub rebalances: AtomicU64,
+    /// What the group watch has seen (`exclusive`), and a counter bumped at each look.
+    pub observed: Mutex<Observed>,
+    pub observed_version: AtomicU64,
+    /// Set by the consumer loop while this member fetches nothing: the watch then measures the
+    /// records waiting beyond the group's committed offsets.
+    pub idle: AtomicBool,
+    /// Wakes the group watch (after a rebalance) and stops it.
+    pub watch: Signal,
     /// Partitions whose "watermark below position" warning was already logged.
     suspect_logged: Mutex<HashSet<i32>>,
     /// High watermark per partition, from librdkafka's statistics (`statistics.interval.ms`).
@@ -78,6 +90,11 @@ impl Shared {
             health,
             rebalance_timeout,
             rebalanced: AtomicBool::new(false),
+            rebalances: AtomicU64::new(0),
+            observed: Mutex::new(Observed::default()),
+            observed_version: AtomicU64::new(0),
+            idle: AtomicBool::new(false),
+            watch: Signal::default(),
             suspect_logged: Mutex::new(HashSet::new()),
             watermarks: Mutex::new(HashMap::new()),
             commit_lock: Mutex::new(()),
@@ -186,6 +203,7 @@ impl ConsumerContext for ConsumerCtx {
                     .health
                     .assigned
                     .store(shared.tracker.lock().assigned().len(), Ordering::Relaxed);
+                shared.rebalances.fetch_add(1, Ordering::SeqCst);
                 shared.rebalanced.store(true, Ordering::SeqCst);
             }
             Rebalance::Assign(_) => {}
@@ -201,6 +219,14 @@ impl ConsumerContext for ConsumerCtx {
         if let Rebalance::Assign(tpl) = rebalance {
             metrics::counter!(m::REBALANCES, "kind" => "assign").increment(1);
             let parts = partitions_of(tpl, &shared.topic);
+            // What is assigned starts paused: the consumer loop decides what fetches, and a
+            // record of these partitions must not reach it before it has (this very poll may
+            // return one; a pause also drops what was fetched before it).
+            if tpl.count() > 0 {
+                if let Err(e) = consumer.pause(tpl) {
+                    tracing::warn!("cannot pause the newly assigned partitions {parts:?}: {e}");
+                }
+            }
             {
                 let mut t = shared.tracker.lock();
                 for p in &parts {
@@ -210,7 +236,6 @@ impl ConsumerContext for ConsumerCtx {
                     .health
                     .assigned
                     .store(t.assigned().len(), Ordering::Relaxed);
-                shared.health.joined.store(true, Ordering::Relaxed);
             }
             // librdkafka itself resumes from the committed offsets; read them too, to log and export.
             let mut resume = Vec::new();
@@ -235,6 +260,7 @@ impl ConsumerContext for ConsumerCtx {
                 shared.topic,
                 resume.join(", ")
             );
+            shared.rebalances.fetch_add(1, Ordering::SeqCst);
             shared.rebalanced.store(true, Ordering::SeqCst);
         }
     }
@@ -393,6 +419,7 @@ pub enum LoopExit {
     Fatal(String),
 }
 
+/// Pauses or resumes fetching of the whole current assignment.
 fn set_paused(consumer: &InputConsumer, pause: bool) {
     match consumer.assignment() {
         Ok(tpl) if tpl.count() > 0 => {
@@ -411,8 +438,98 @@ fn set_paused(consumer: &InputConsumer, pause: bool) {
         Ok(_) => {}
         Err(e) => tracing::warn!("cannot read the assignment: {e}"),
     }
-    metrics::gauge!(m::FETCH_PAUSED).set(if pause { 1.0 } else { 0.0 });
 }
+
+/// The fetch state the consumer loop applies to its assignment. librdkafka keeps an
+/// application's pause on a partition across rebalances (and the assign callback pauses what it
+/// assigns), so after any rebalance the state of the whole assignment is set afresh, whatever
+/// was applied before; otherwise only changes are applied.
+#[derive(Debug, Default)]
+pub struct PauseState {
+    applied: Option<bool>,
+}
+
+impl PauseState {
+    /// Some(pause) when the whole assignment must be set to `pause` now.
+    pub fn next(&mut self, want_paused: bool, rebalanced: bool) -> Option<bool> {
+        if rebalanced || self.applied != Some(want_paused) {
+            self.applied = Some(want_paused);
+            Some(want_paused)
+        } else {
+            None
+        }
+    }
+}
+
+/// The consumer group's rules for `run` (not for `replay`, which assigns its partitions): one
+/// active instance, and a member that waits for work it is not given.
+struct GroupRules {
+    group: String,
+    gate: Gate,
+    waiting: Waiting,
+}
+
+impl GroupRules {
+    fn new(settings: &Settings) -> GroupRules {
+        GroupRules {
+            group: settings.service.group_id.clone(),
+            gate: Gate::new(
+                &settings.service.group_id,
+                &settings.service.input_topic,
+                settings.exclusive_grace(),
+                settings.session_timeout(),
+            ),
+            waiting: Waiting::new(
+                settings
+                    .session_timeout()
+                    .min(settings.progress_timeout() / 2),
+                settings.progress_timeout(),
+            ),
+        }
+    }
+
+    /// Whether to fetch now; Err(why) when this member must stop (another instance).
+    fn evaluate(&mut self, shared: &Shared) -> Result<bool, String> {
+        let now = Instant::now();
+        let held = shared.health.assigned.load(Ordering::Relaxed);
+        let observed = shared.observed.lock();
+        let verdict = self.gate.step(&Facts {
+            now,
+            held,
+            total: observed.partitions,
+            rebalances: shared.rebalances.load(Ordering::SeqCst),
+            seen: observed.seen.as_ref(),
+        });
+        let closed: Option<Closed> = match verdict {
+            Verdict::Open => None,
+            Verdict::Closed(c) => Some(c),
+            Verdict::StepDown(why) => return Err(why),
+        };
+        let idle = closed.is_some();
+        shared.idle.store(idle, Ordering::SeqCst);
+        let state = self.waiting.step(
+            now,
+            &WaitFacts {
+                idle,
+                held,
+                closed,
+                observed: &observed,
+                others_in_charge: self.gate.others_in_charge(observed.seen.as_ref()),
+                broker_up: shared.health.broker_is_up(),
+                group: &self.group,
+                topic: &shared.topic,
+            },
+        );
+        drop(observed);
+        metrics::gauge!(m::WAITING_SECONDS).set(state.waited.map_or(0.0, |w| w.as_secs_f64()));
+        shared.health.set_waiting(state);
+        Ok(closed.is_none())
+    }
+}
+
+/// How often the consumer loop looks at its group rules when nothing new was observed (the
+/// step-down deadline and the waiting bounds).
+const GROUP_RULES_EVERY: Duration = Duration::from_millis(250);
 
 fn detach(
     msg: &rdkafka::message::BorrowedMessage<'_>,
@@ -533,7 +650,14 @@ pub fn run_loop(
     settings: &Settings,
     stop: &AtomicBool,
 ) -> LoopExit {
-    consume(consumer, engine, settings, stop, None)
+    consume(
+        consumer,
+        engine,
+        settings,
+        stop,
+        None,
+        Some(GroupRules::new(settings)),
+    )
 }
 
 /// As [`run_loop`] over the partitions assigned to `consumer` (with `assign`), also stopping,
@@ -545,7 +669,7 @@ pub fn run_bounded(
     stop: &AtomicBool,
     bounds: &mut dyn Bounds,
 ) -> LoopExit {
-    consume(consumer, engine, settings, stop, Some(bounds))
+    consume(consumer, engine, settings, stop, Some(bounds), None)
 }
 
 fn pause_partition(consumer: &InputConsumer, topic: &str, partition: i32) {
@@ -562,6 +686,7 @@ fn consume(
     settings: &Settings,
     stop: &AtomicBool,
     mut bounds: Option<&mut dyn Bounds>,
+    mut group: Option<GroupRules>,
 ) -> LoopExit {
     let ctx = consumer.context();
     let shared = ctx.shared.clone();
@@ -575,10 +700,12 @@ fn consume(
     let consumed = metrics::counter!(m::ARTICLES_CONSUMED);
     let max_in_flight = settings.service.max_in_flight;
     let max_bytes = settings.service.max_in_flight_bytes;
-    let mut paused = false;
+    let mut pause = PauseState::default();
     // Backpressure: too many records or bytes in flight (with hysteresis).
     let mut pressure = false;
-    let exclusive = settings.exclusive_grace().is_some();
+    // Whether the group rules let this member fetch (always without them: `replay`).
+    let mut gate_open = group.is_none();
+    let mut looked_at: Option<(u64, Instant)> = None;
     let mut last_export = Instant::now();
     metrics::gauge!(m::BROKER_UP).set(1.0);
     metrics::gauge!(m::FETCH_PAUSED).set(0.0);
@@ -596,21 +723,52 @@ fn consume(
             (t.in_flight(), t.in_flight_bytes())
         };
         let rebalanced = shared.rebalanced.swap(false, Ordering::SeqCst);
+        if rebalanced {
+            // A fresh description of the group is what opens the gate again.
+            shared.watch.wake();
+        }
         if !pressure && (in_flight >= max_in_flight || bytes >= max_bytes) {
             tracing::debug!("{in_flight} records ({bytes} bytes) in flight: pausing fetch");
             pressure = true;
+            metrics::gauge!(m::FETCH_PAUSED).set(1.0);
         } else if pressure && in_flight <= max_in_flight / 2 && bytes <= max_bytes / 2 {
             pressure = false;
+            metrics::gauge!(m::FETCH_PAUSED).set(0.0);
         }
-        // One active instance: nothing is fetched while another member holds partitions.
-        let shared_group = exclusive && !shared.health.alone();
-        let want_paused = pressure || shared_group;
-        if want_paused != paused || (rebalanced && paused) {
-            set_paused(consumer, want_paused);
-            paused = want_paused;
+        if let Some(rules) = group.as_mut() {
+            let version = shared.observed_version.load(Ordering::SeqCst);
+            let due =
+                looked_at.is_none_or(|(v, at)| v != version || at.elapsed() >= GROUP_RULES_EVERY);
+            if rebalanced || due {
+                looked_at = Some((version, Instant::now()));
+                match rules.evaluate(&shared) {
+                    Ok(open) => gate_open = open,
+                    Err(why) => {
+                        shared.engine.fail(why.clone());
+                        break Some(why);
+                    }
+                }
+            }
+        }
+        if let Some(p) = pause.next(pressure || !gate_open, rebalanced) {
+            set_paused(consumer, p);
         }
         match consumer.poll(POLL) {
             None => {}
+            Some(Ok(msg)) if !gate_open => {
+                // Fetched before the pause took effect (a pause drops what was fetched, so this
+                // is not expected): not decided; fetching resumes from it once the gate opens.
+                let (p, o) = (msg.partition(), msg.offset());
+                drop(msg);
+                if let Err(e) =
+                    consumer.seek(&shared.topic, p, Offset::Offset(o), Duration::from_secs(10))
+                {
+                    let why = format!("a record of {} [{p}] at offset {o} arrived while fetching was paused and the partition cannot be rewound to it: {e}", shared.topic);
+                    shared.engine.fail(why.clone());
+                    break Some(why);
+                }
+                tracing::debug!("{} [{p}] rewound to {o}: fetching is paused", shared.topic);
+            }
             Some(Ok(msg)) => {
                 shared.health.broker_ok();
                 let admit = bounds.as_mut().map_or(Admit::Decide, |b| {
@@ -716,5 +874,28 @@ fn consume(
     match fatal {
         Some(f) => LoopExit::Fatal(f),
         None => LoopExit::Shutdown { abandoned },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PauseState;
+
+    #[test]
+    fn a_backpressure_pause_does_not_outlive_a_rebalance() {
+        let mut p = PauseState::default();
+        // Backpressure: the assignment is paused.
+        assert_eq!(p.next(true, false), Some(true));
+        assert_eq!(p.next(true, false), None);
+        // The assignment is lost (empty); in-flight work abandoned, pressure gone: the resume
+        // reaches no partition.
+        assert_eq!(p.next(false, true), Some(false));
+        // Partitions assigned again, still paused by librdkafka (and by the assign callback):
+        // they are resumed although nothing changed in what the loop wants.
+        assert_eq!(p.next(false, true), Some(false));
+        assert_eq!(p.next(false, false), None);
+        // Every rebalance re-applies a pause too.
+        assert_eq!(p.next(true, false), Some(true));
+        assert_eq!(p.next(true, true), Some(true));
     }
 }

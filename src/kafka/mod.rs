@@ -24,10 +24,12 @@ pub mod consumer;
 pub mod engine;
 pub mod exclusive;
 pub mod follow;
+pub mod group;
 pub mod producer;
 pub mod range;
 pub mod record;
 pub mod tracker;
+pub mod watch;
 
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
@@ -83,15 +85,10 @@ pub struct Health {
     /// Records in flight with no progress for this long (broker up) fail liveness.
     progress_timeout: Duration,
     pub assigned: AtomicUsize,
-    /// Partitions of the input topic (0: unknown), for the one-active-instance rule.
-    pub partitions_total: AtomicUsize,
-    /// One-active-instance rule (`exclusive`): this member has held every partition at least
-    /// once, and since when (ms since the epoch, 0: not now) it holds fewer.
-    pub held_all_once: AtomicBool,
-    pub short_since_ms: AtomicU64,
-    /// Set by the first assignment (even an empty one): the group join is over.
-    pub joined: AtomicBool,
     pub in_flight: AtomicUsize,
+    /// How long this member has fetched nothing while records wait in the input, and what it
+    /// makes of that (`exclusive::Waiting`, set by the consumer loop).
+    waiting: Mutex<exclusive::WaitState>,
     failure: Mutex<Option<String>>,
     last_broker_error: Mutex<Option<String>>,
     /// Last time each (client, error code) was logged, to rate-limit repeated errors.
@@ -104,31 +101,6 @@ const STALL: Duration = Duration::from_secs(30);
 const ERROR_LOG_EVERY: Duration = Duration::from_secs(10);
 
 impl Health {
-    /// Whether this member holds every partition of the input topic (true while the count is not
-    /// known yet: the first count is read before joining). Called by the consumer loop at every
-    /// iteration, it also keeps the record the watch reads, so that even a short full assignment
-    /// counts.
-    pub fn alone(&self) -> bool {
-        let total = self.partitions_total.load(Ordering::Relaxed);
-        let held = self.assigned.load(Ordering::Relaxed);
-        let alone = total == 0 || held >= total;
-        if alone {
-            if held > 0 {
-                self.held_all_once.store(true, Ordering::Relaxed);
-            }
-            self.short_since_ms.store(0, Ordering::Relaxed);
-        } else if self.joined.load(Ordering::Relaxed)
-            && self.short_since_ms.load(Ordering::Relaxed) == 0
-        {
-            // Counted from the end of the group join: a slow join is not another member.
-            self.short_since_ms
-                .store(crate::dedup::now_ms().max(1), Ordering::Relaxed);
-        }
-        alone
-    }
-}
-
-impl Health {
     pub fn new(progress_timeout: Duration) -> Self {
         Health {
             state: AtomicU8::new(State::Starting as u8),
@@ -138,10 +110,7 @@ impl Health {
             last_progress_ms: AtomicU64::new(0),
             progress_timeout,
             assigned: AtomicUsize::new(0),
-            partitions_total: AtomicUsize::new(0),
-            held_all_once: AtomicBool::new(false),
-            short_since_ms: AtomicU64::new(0),
-            joined: AtomicBool::new(false),
+            waiting: Mutex::new(exclusive::WaitState::default()),
             in_flight: AtomicUsize::new(0),
             failure: Mutex::new(None),
             last_broker_error: Mutex::new(None),
@@ -189,6 +158,10 @@ impl Health {
             && self.progress_age() > self.progress_timeout
     }
 
+    pub fn set_waiting(&self, state: exclusive::WaitState) {
+        *self.waiting.lock() = state;
+    }
+
     pub fn broker_ok(&self) {
         if !self.broker_up.swap(true, Ordering::Relaxed) {
             tracing::info!("Kafka broker reachable again");
@@ -226,6 +199,7 @@ impl Health {
     }
 
     fn body(&self, status: &str) -> String {
+        let waiting = self.waiting.lock().clone();
         serde_json::json!({
             "status": status,
             "state": self.state().as_str(),
@@ -236,12 +210,15 @@ impl Health {
             "last_poll_age_ms": self.poll_age().as_millis() as u64,
             "last_progress_age_ms": self.progress_age().as_millis() as u64,
             "failure": *self.failure.lock(),
+            "waiting_ms": waiting.waited.map(|w| w.as_millis() as u64),
+            "waiting_for": waiting.what,
         })
         .to_string()
     }
 
-    /// Liveness: 200 unless the service failed, its consumer loop stalled, or records wait
-    /// without progress while the broker is up.
+    /// Liveness: 200 unless the service failed, its consumer loop stalled, records wait in
+    /// flight without progress while the broker is up, or this member has fetched nothing for
+    /// `progress_timeout` while records wait in the input (`waiting`).
     pub fn liveness(&self) -> (u16, String) {
         let state = self.state();
         if state == State::Failed {
@@ -253,12 +230,16 @@ impl Health {
         if state == State::Running && self.stuck() {
             return (503, self.body("no_progress"));
         }
+        if state == State::Running && self.waiting.lock().unhealthy {
+            return (503, self.body("waiting"));
+        }
         (200, self.body("ok"))
     }
 
-    /// Readiness: 200 while running with a reachable broker.
+    /// Readiness: 200 while running with a reachable broker, unless this member has fetched
+    /// nothing for a session timeout while records wait in the input.
     pub fn readiness(&self) -> (u16, String) {
-        if self.state() == State::Running && self.broker_is_up() {
+        if self.state() == State::Running && self.broker_is_up() && !self.waiting.lock().unready {
             (200, self.body("ready"))
         } else {
             (503, self.body("not_ready"))
@@ -318,9 +299,18 @@ pub(crate) fn topic_partitions<C: rdkafka::consumer::ConsumerContext>(
     consumer: &impl rdkafka::consumer::Consumer<C>,
     topic: &str,
 ) -> anyhow::Result<Vec<i32>> {
+    topic_partitions_within(consumer, topic, Duration::from_secs(30))
+}
+
+/// As [`topic_partitions`], waiting at most `timeout` for the broker.
+pub(crate) fn topic_partitions_within<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &impl rdkafka::consumer::Consumer<C>,
+    topic: &str,
+    timeout: Duration,
+) -> anyhow::Result<Vec<i32>> {
     use anyhow::Context;
     let md = consumer
-        .fetch_metadata(Some(topic), std::time::Duration::from_secs(30))
+        .fetch_metadata(Some(topic), timeout)
         .with_context(|| {
             format!("cannot read the metadata of topic {topic:?} (is the broker reachable?)")
         })?;

@@ -10,8 +10,8 @@
 use crate::common;
 
 use common::kafka::{
-    committed, coords_by_seq, ends, produce, produce_paced, start_service, wait_committed, Broker,
-    Input, Output, Reader, Service,
+    committed, coords_by_seq, ends, produce, produce_paced, start_service,
+    start_with_group_settings, wait_committed, Broker, Input, Output, Reader, Service,
 };
 use common::proxy::CutProxy;
 use common::stream::{check_outputs, corpus_inputs, interleave, malformed};
@@ -286,4 +286,189 @@ fn a_lost_assignment_never_moves_commits_backwards() {
         let (status, _) = s.terminate(Duration::from_secs(40));
         assert!(status.success(), "exit {status:?}; log:\n{}", s.log());
     }
+}
+
+/// Starts a broker behind a cut proxy with the service's topics (2 input partitions).
+fn broker_behind_proxy(dir: &std::path::Path) -> (CutProxy, Broker) {
+    let proxy = CutProxy::start();
+    let broker = Broker::start_with(dir, &["--advertised", &proxy.addr]);
+    proxy.forward_to(&broker.bootstrap);
+    broker.create_topics(&TOPICS);
+    (proxy, broker)
+}
+
+/// The only member of its group, cut off from the broker for 20 s, over three times its session
+/// (`session.timeout.ms=6000`) and far past its grace period (`--exclusive-grace-ms 3000`): it
+/// loses its assignment, waits, rejoins and resumes. No other member was ever in the group, so
+/// it never says "another instance", and every record has an output.
+#[test]
+fn a_lone_member_resumes_after_an_outage_longer_than_its_session() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (proxy, _broker) = broker_behind_proxy(dir.path());
+    let inputs = stream(600, "s");
+    let producing = {
+        let (addr, inputs) = (proxy.addr.clone(), inputs.clone());
+        std::thread::spawn(move || produce_paced(&addr, "articles.raw", &inputs, None, Some(20)))
+    };
+    let args = [&ARGS[..], &["--exclusive-grace-ms", "3000"]].concat();
+    let mut service = start_service(
+        &proxy.addr,
+        &dir.path().join("index"),
+        &dir.path().join("service.log"),
+        &args,
+    );
+    let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
+    reader.wait_outputs(100, Duration::from_secs(90), &|| service.log());
+    proxy.cut();
+    std::thread::sleep(Duration::from_secs(20));
+    proxy.restore();
+    let restored = Instant::now();
+    let before = reader.got.len();
+    while reader.got.len() < before + 50 && !producing.is_finished() {
+        assert!(
+            service.wait(Duration::ZERO).is_none(),
+            "the service exited after the outage; log:\n{}",
+            service.log()
+        );
+        assert!(
+            restored.elapsed() < Duration::from_secs(90),
+            "no progress after the outage; log:\n{}",
+            service.log()
+        );
+        reader.poll_for(Duration::from_millis(100));
+    }
+    eprintln!("outputs again {:?} after the outage", restored.elapsed());
+    producing.join().expect("producer thread");
+    let coords = coords_by_seq(&proxy.addr, "articles.raw", 2, inputs.len());
+    let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
+    check_complete(&proxy.addr, &mut reader, &inputs, &coords, &service);
+    let log = service.log();
+    assert!(
+        log.contains("was lost"),
+        "the assignment was never lost: {log}"
+    );
+    assert!(!log.contains("another instance"), "{log}");
+    let (status, _) = service.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{log}");
+}
+
+/// Backpressure (`--max-in-flight 4`) pauses fetching when the broker is cut off with records
+/// in flight; the cut outlasts the session, so the assignment is lost, the in-flight records
+/// are abandoned and the pressure ends while nothing is assigned. When the partitions come back
+/// they must be fetched again (librdkafka keeps an application's pause across a rebalance).
+#[test]
+fn a_backpressure_pause_does_not_outlive_a_rebalance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (proxy, _broker) = broker_behind_proxy(dir.path());
+    let (articles, _) = corpus_inputs(0, 400, "p");
+    let coords = produce(&proxy.addr, "articles.raw", &articles, None);
+    let args = [
+        &ARGS[..],
+        &["--exclusive-grace-ms", "0", "--max-in-flight", "4"],
+    ]
+    .concat();
+    let service = start_service(
+        &proxy.addr,
+        &dir.path().join("index"),
+        &dir.path().join("service.log"),
+        &args,
+    );
+    let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
+    reader.wait_outputs(20, Duration::from_secs(90), &|| service.log());
+    proxy.cut();
+    std::thread::sleep(Duration::from_secs(15));
+    proxy.restore();
+    let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
+    check_complete(&proxy.addr, &mut reader, &articles, &coords, &service);
+    let log = service.log();
+    assert!(
+        log.contains("was lost"),
+        "the assignment was never lost: {log}"
+    );
+}
+
+/// A member the group never gives a partition (here: `group.protocol=consumer`, to which Tansu
+/// assigns nothing) while records wait beyond the group's committed offsets: `/ready` turns 503
+/// after a session timeout (at most half the progress timeout) and `/health` after
+/// `--progress-timeout-ms`, both saying what it
+/// waits for, and the log says it too. A broker outage meanwhile is reported while it lasts,
+/// and the broker is reported reachable again once it is, although no record flows.
+#[test]
+fn a_member_given_no_partition_turns_unready_then_unhealthy() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (proxy, _broker) = broker_behind_proxy(dir.path());
+    let (articles, _) = corpus_inputs(0, 60, "n");
+    produce(&proxy.addr, "articles.raw", &articles[..30], None);
+    produce(&proxy.addr, "articles.raw", &articles[30..], None);
+    // librdkafka refuses the classic protocol's session settings with this protocol.
+    let mut service = start_with_group_settings(
+        "run",
+        &proxy.addr,
+        &dir.path().join("index"),
+        &dir.path().join("service.log"),
+        &["-X", "group.protocol=consumer"],
+        &["--progress-timeout-ms", "25000"],
+    );
+    service.wait_http();
+    let health = |s: &Service, path: &str| -> (u16, serde_json::Value) {
+        let (code, body) = s.http(path).unwrap_or_else(|| panic!("no {path}"));
+        (code, serde_json::from_str(&body).expect("health JSON"))
+    };
+    // An outage first: reported while it lasts.
+    std::thread::sleep(Duration::from_secs(3));
+    proxy.cut();
+    let cut = Instant::now();
+    let mut unreachable_seen = false;
+    while cut.elapsed() < Duration::from_secs(6) {
+        let (_, body) = health(&service, "/health");
+        unreachable_seen |= body["broker"] == "unreachable";
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    proxy.restore();
+    assert!(unreachable_seen, "the outage was never reported");
+
+    let start = Instant::now();
+    let (mut unready_at, mut unhealthy_at) = (None, None);
+    while unhealthy_at.is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "/health still 200 after {:?}: {}\nlog:\n{}",
+            start.elapsed(),
+            health(&service, "/health").1,
+            service.log()
+        );
+        let (ready, ready_body) = health(&service, "/ready");
+        if ready == 503 && unready_at.is_none() && ready_body["broker"] == "up" {
+            unready_at = Some(start.elapsed());
+            let what = ready_body["waiting_for"].as_str().unwrap_or_default();
+            assert!(
+                what.contains("holding no partition of articles.raw"),
+                "{ready_body}"
+            );
+        }
+        let (live, body) = health(&service, "/health");
+        if live == 503 {
+            assert_eq!(body["status"], "waiting", "{body}");
+            assert_eq!(body["broker"], "up", "{body}");
+            assert_eq!(body["assigned_partitions"], 0, "{body}");
+            unhealthy_at = Some(start.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!("/ready 503 after {unready_at:?}, /health 503 after {unhealthy_at:?}");
+    assert!(
+        unready_at.is_some(),
+        "/ready never said 503 with the broker up"
+    );
+    assert!(unready_at < unhealthy_at);
+    let log = service.log();
+    assert!(log.contains("Kafka broker reachable again"), "{log}");
+    assert!(
+        log.contains("records wait beyond group \"newsdedup\"'s committed offsets"),
+        "{log}"
+    );
+    assert!(log.contains("/health answers 503 (waiting)"), "{log}");
+    // Still answering, and stops cleanly.
+    let (status, _) = service.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{}", service.log());
 }

@@ -120,6 +120,18 @@ pub fn start_command(
     log: &Path,
     extra: &[&str],
 ) -> Service {
+    start_with_group_settings(command, brokers, index, log, &FAST_GROUP, extra)
+}
+
+/// Like `start_command` with other group settings than [`FAST_GROUP`] (none: librdkafka's).
+pub fn start_with_group_settings(
+    command: &str,
+    brokers: &str,
+    index: &Path,
+    log: &Path,
+    group: &[&str],
+    extra: &[&str],
+) -> Service {
     let port = free_port();
     let metrics = format!("127.0.0.1:{port}");
     let log_file = std::fs::OpenOptions::new()
@@ -132,7 +144,7 @@ pub fn start_command(
         .args(["--brokers", brokers, "--metrics-addr", &metrics])
         .arg("--index-dir")
         .arg(index)
-        .args(FAST_GROUP)
+        .args(group)
         .args(extra)
         // The revoke wait must stay below max.poll.interval.ms (refused otherwise).
         .args(
