@@ -10,7 +10,7 @@
 use crate::common;
 
 use common::kafka::{
-    committed, coords_by_seq, ends, produce, produce_paced, start_service,
+    committed, coords_by_seq, ends, metric, produce, produce_paced, start_service,
     start_with_group_settings, wait_committed, Broker, Input, Output, Reader, Service,
 };
 use common::proxy::CutProxy;
@@ -352,19 +352,28 @@ fn a_lone_member_resumes_after_an_outage_longer_than_its_session() {
     assert!(status.success(), "exit {status:?}; log:\n{log}");
 }
 
-/// Backpressure (`--max-in-flight 4`) pauses fetching when the broker is cut off with records
-/// in flight; the cut outlasts the session, so the assignment is lost, the in-flight records
-/// are abandoned and the pressure ends while nothing is assigned. When the partitions come back
-/// they must be fetched again (librdkafka keeps an application's pause across a rebalance).
+/// Backpressure pauses fetching: 4 records in flight at most (`--max-in-flight 4`), their outputs
+/// held back 1 s by the producer (`linger.ms`); the broker is cut off as a pause starts
+/// (`newsdedup_fetch_paused`), before those outputs are sent. The cut outlasts the session: the
+/// assignment is lost, the in-flight records are abandoned and the pressure ends while nothing
+/// is assigned. When the partitions come back they must be fetched again (librdkafka keeps an
+/// application's pause across a rebalance).
 #[test]
 fn a_backpressure_pause_does_not_outlive_a_rebalance() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (proxy, _broker) = broker_behind_proxy(dir.path());
-    let (articles, _) = corpus_inputs(0, 400, "p");
+    let (articles, _) = corpus_inputs(0, 40, "p");
     let coords = produce(&proxy.addr, "articles.raw", &articles, None);
     let args = [
         &ARGS[..],
-        &["--exclusive-grace-ms", "0", "--max-in-flight", "4"],
+        &[
+            "--exclusive-grace-ms",
+            "0",
+            "--max-in-flight",
+            "4",
+            "-X",
+            "linger.ms=1000",
+        ],
     ]
     .concat();
     let service = start_service(
@@ -374,16 +383,51 @@ fn a_backpressure_pause_does_not_outlive_a_rebalance() {
         &args,
     );
     let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
-    reader.wait_outputs(20, Duration::from_secs(90), &|| service.log());
+    reader.wait_outputs(4, Duration::from_secs(90), &|| service.log());
+    // Cut at the start of a pause (seen released, then set again): its records' outputs still
+    // wait in the producer.
+    let paused = || {
+        service
+            .http("/metrics")
+            .map(|(_, m)| metric(&m, "newsdedup_fetch_paused") == 1.0)
+    };
+    let start = Instant::now();
+    let mut released = false;
+    loop {
+        match paused() {
+            Some(false) => released = true,
+            Some(true) if released => break,
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never paused by backpressure; log:\n{}",
+            service.log()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     proxy.cut();
     std::thread::sleep(Duration::from_secs(15));
     proxy.restore();
     let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
     check_complete(&proxy.addr, &mut reader, &articles, &coords, &service);
+    // The pause was on when the assignment was lost: records were in flight.
     let log = service.log();
+    let abandoned: usize = log
+        .lines()
+        .filter(|l| l.contains("was lost"))
+        .filter_map(|l| {
+            l.split(": ")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
     assert!(
-        log.contains("was lost"),
-        "the assignment was never lost: {log}"
+        abandoned > 0,
+        "no record in flight when the assignment was lost: {log}"
     );
 }
 
