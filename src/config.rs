@@ -84,12 +84,15 @@ pub struct ServiceConfig {
     #[arg(long, env = "NEWSDEDUP_MAX_RETRY_MS", default_value_t = defaults().max_retry_ms)]
     pub max_retry_ms: u64,
     /// /health fails when records are in flight but none is finished for this long (ms) while
-    /// the broker is reachable: a stuck pipeline, for the orchestrator to restart
+    /// the broker is reachable (a stuck pipeline), or when this member has fetched nothing for
+    /// this long while records wait beyond the group's committed offsets (a member left without
+    /// work): for the orchestrator to restart
     #[arg(long, env = "NEWSDEDUP_PROGRESS_TIMEOUT_MS", default_value_t = defaults().progress_timeout_ms)]
     pub progress_timeout_ms: u64,
-    /// One active instance: decide only while holding every partition of the input topic, and
-    /// stop (exit non-zero after committing) after holding fewer for this long (ms; twice as long
-    /// for a member that held them all before); 0 = allow several members
+    /// One active instance: decide only while the consumer group lists no other member, and stop
+    /// (exit non-zero after committing) once a settled group has listed another member for this
+    /// long (ms; for a member that decided before, twice as long plus session.timeout.ms);
+    /// 0 = allow several members
     #[arg(long, env = "NEWSDEDUP_EXCLUSIVE_GRACE_MS", default_value_t = defaults().exclusive_grace_ms)]
     pub exclusive_grace_ms: u64,
     /// librdkafka properties (consumer-only ones go to the consumer, producer-only ones to the
