@@ -448,6 +448,7 @@ pub(crate) fn create_consumer(
         engine.handle().clone(),
         health.clone(),
         settings.rebalance_timeout(),
+        settings.offset_reset(),
     ));
     let consumer = consumer::create_consumer(
         &settings.consumer_properties,

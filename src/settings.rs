@@ -351,9 +351,21 @@ impl Settings {
     /// Whether a partition without a committed offset is read from its beginning
     /// (`auto.offset.reset`, `earliest` unless set otherwise).
     pub fn starts_at_earliest(&self) -> bool {
-        self.consumer_properties
+        self.offset_reset() == Some(true)
+    }
+
+    /// Where a partition without a committed offset starts (`auto.offset.reset`): Some(true) at
+    /// its beginning (the default), Some(false) at its end, None for anything else (`error`).
+    pub fn offset_reset(&self) -> Option<bool> {
+        match self
+            .consumer_properties
             .get("auto.offset.reset")
-            .is_none_or(|v| matches!(v.trim(), "earliest" | "smallest" | "beginning"))
+            .map(|v| v.trim())
+        {
+            None | Some("earliest" | "smallest" | "beginning") => Some(true),
+            Some("latest" | "largest" | "end") => Some(false),
+            Some(_) => None,
+        }
     }
 
     /// The bootstrap servers when the consumer connects without TLS or SASL.

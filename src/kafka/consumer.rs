@@ -54,6 +54,8 @@ pub struct Shared {
     pub engine: EngineHandle,
     pub health: Arc<Health>,
     pub rebalance_timeout: Duration,
+    /// `auto.offset.reset`: Some(true) earliest, Some(false) latest, None left to librdkafka.
+    pub offset_reset: Option<bool>,
     /// Set by rebalance callbacks: the loop sets the pause state of the whole assignment afresh.
     pub rebalanced: AtomicBool,
     /// Rebalance callbacks run so far (revoke, lost, assign): a description of the group asked
@@ -82,6 +84,7 @@ impl Shared {
         engine: EngineHandle,
         health: Arc<Health>,
         rebalance_timeout: Duration,
+        offset_reset: Option<bool>,
     ) -> Shared {
         Shared {
             topic,
@@ -89,6 +92,7 @@ impl Shared {
             engine,
             health,
             rebalance_timeout,
+            offset_reset,
             rebalanced: AtomicBool::new(false),
             rebalances: AtomicU64::new(0),
             observed: Mutex::new(Observed::default()),
@@ -214,55 +218,144 @@ impl ConsumerContext for ConsumerCtx {
         }
     }
 
-    fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
-        let shared = &self.shared;
-        if let Rebalance::Assign(tpl) = rebalance {
-            metrics::counter!(m::REBALANCES, "kind" => "assign").increment(1);
-            let parts = partitions_of(tpl, &shared.topic);
-            // What is assigned starts paused: the consumer loop decides what fetches, and a
-            // record of these partitions must not reach it before it has (this very poll may
-            // return one; a pause also drops what was fetched before it).
-            if tpl.count() > 0 {
-                if let Err(e) = consumer.pause(tpl) {
-                    tracing::warn!("cannot pause the newly assigned partitions {parts:?}: {e}");
+    /// rdkafka's own rebalance (pre_rebalance, assign or unassign, post_rebalance), except that
+    /// assigned partitions get absolute start offsets (see [`start_offsets`]).
+    fn rebalance(
+        &self,
+        consumer: &BaseConsumer<Self>,
+        err: rdkafka::types::RDKafkaRespErr,
+        tpl: &mut TopicPartitionList,
+    ) {
+        use rdkafka::consumer::RebalanceProtocol;
+        use rdkafka::types::RDKafkaRespErr;
+        let cooperative = matches!(
+            consumer.rebalance_protocol(),
+            RebalanceProtocol::Cooperative
+        );
+        match err {
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS => {
+                self.pre_rebalance(consumer, &Rebalance::Assign(tpl));
+                {
+                    let shared = &self.shared;
+                    let mut t = shared.tracker.lock();
+                    for p in partitions_of(tpl, &shared.topic) {
+                        t.assign(p);
+                    }
+                    shared
+                        .health
+                        .assigned
+                        .store(t.assigned().len(), Ordering::Relaxed);
+                }
+                let resume = start_offsets(consumer, &self.shared, tpl);
+                let r = if cooperative {
+                    consumer.incremental_assign(tpl)
+                } else {
+                    consumer.assign(tpl)
+                };
+                if let Err(e) = r {
+                    tracing::warn!("cannot take the assigned partitions: {e}");
+                }
+                self.assigned(consumer, tpl, &resume);
+            }
+            RDKafkaRespErr::RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS => {
+                self.pre_rebalance(consumer, &Rebalance::Revoke(tpl));
+                let r = if cooperative {
+                    consumer.incremental_unassign(tpl)
+                } else {
+                    consumer.unassign()
+                };
+                if let Err(e) = r {
+                    tracing::warn!("cannot release the revoked partitions: {e}");
                 }
             }
-            {
-                let mut t = shared.tracker.lock();
-                for p in &parts {
-                    t.assign(*p);
-                }
-                shared
-                    .health
-                    .assigned
-                    .store(t.assigned().len(), Ordering::Relaxed);
+            _ => {
+                let code: RDKafkaErrorCode = err.into();
+                self.pre_rebalance(consumer, &Rebalance::Error(KafkaError::Rebalance(code)));
             }
-            // librdkafka itself resumes from the committed offsets; read them too, to log and export.
-            let mut resume = Vec::new();
-            match consumer.committed_offsets((*tpl).clone(), Duration::from_secs(10)) {
-                Ok(committed) => {
-                    for e in committed.elements_for_topic(&shared.topic) {
-                        match e.offset() {
-                            Offset::Offset(o) => {
-                                shared.tracker.lock().set_committed(e.partition(), o);
-                                metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(e.partition()))
-                                    .set(o as f64);
-                                resume.push(format!("{}@{o}", e.partition()));
-                            }
-                            _ => resume.push(format!("{}@auto.offset.reset", e.partition())),
+        }
+    }
+}
+
+/// Gives every assigned partition an absolute start offset before it is assigned: its committed
+/// offset, or for a partition without one its first or next offset (`auto.offset.reset`). With a
+/// logical start, librdkafka looks the offset up after the assignment, and a pause and resume
+/// meanwhile (the assign callback pauses; the loop resumes) looks it up again, by
+/// `auto.offset.reset` alone, ignoring the committed offset: the partition is read again from its
+/// beginning (or, with `latest`, records are skipped). Returns how each partition starts, for
+/// the log; a partition whose offsets cannot be read is left to librdkafka.
+fn start_offsets(
+    consumer: &BaseConsumer<ConsumerCtx>,
+    shared: &Shared,
+    tpl: &mut TopicPartitionList,
+) -> Vec<String> {
+    const TIMEOUT: Duration = Duration::from_secs(10);
+    let topic = shared.topic.as_str();
+    let parts = partitions_of(tpl, topic);
+    let mut resume = Vec::with_capacity(parts.len());
+    let committed = match consumer.committed_offsets(tpl.clone(), TIMEOUT) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(
+                "cannot read the committed offsets of {parts:?}: {e}; librdkafka looks them up"
+            );
+            return parts.iter().map(|p| format!("{p}@?")).collect();
+        }
+    };
+    for p in parts {
+        let start = match committed.find_partition(topic, p).map(|e| e.offset()) {
+            Some(Offset::Offset(o)) => {
+                shared.tracker.lock().set_committed(p, o);
+                metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(p))
+                    .set(o as f64);
+                resume.push(format!("{p}@{o}"));
+                Some(o)
+            }
+            _ => {
+                let reset = shared.offset_reset.and_then(|earliest| {
+                    match consumer.fetch_watermarks(topic, p, TIMEOUT) {
+                        Ok((low, high)) => Some(if earliest { low } else { high }),
+                        Err(e) => {
+                            tracing::warn!("cannot read the offsets of {topic} [{p}]: {e}; librdkafka looks them up");
+                            None
                         }
                     }
-                }
-                Err(e) => tracing::warn!("cannot read the committed offsets of {parts:?}: {e}"),
+                });
+                resume.push(match reset {
+                    Some(o) => format!("{p}@auto.offset.reset={o}"),
+                    None => format!("{p}@auto.offset.reset"),
+                });
+                reset
             }
-            tracing::info!(
-                "partitions {parts:?} of {} assigned; resuming from committed offsets [{}]",
-                shared.topic,
-                resume.join(", ")
-            );
-            shared.rebalances.fetch_add(1, Ordering::SeqCst);
-            shared.rebalanced.store(true, Ordering::SeqCst);
+        };
+        if let Some(o) = start {
+            if let Err(e) = tpl.set_partition_offset(topic, p, Offset::Offset(o)) {
+                tracing::warn!("cannot set the start offset of {topic} [{p}]: {e}");
+            }
         }
+    }
+    resume
+}
+
+impl ConsumerCtx {
+    /// After an assignment: what is assigned starts paused (the consumer loop decides what
+    /// fetches, and a record of these partitions must not reach it before it has: this very
+    /// poll may return one; a pause also drops what was fetched before it); the loop is told.
+    fn assigned(&self, consumer: &BaseConsumer<Self>, tpl: &TopicPartitionList, resume: &[String]) {
+        let shared = &self.shared;
+        metrics::counter!(m::REBALANCES, "kind" => "assign").increment(1);
+        let parts = partitions_of(tpl, &shared.topic);
+        if tpl.count() > 0 {
+            if let Err(e) = consumer.pause(tpl) {
+                tracing::warn!("cannot pause the newly assigned partitions {parts:?}: {e}");
+            }
+        }
+        tracing::info!(
+            "partitions {parts:?} of {} assigned; resuming from committed offsets [{}]",
+            shared.topic,
+            resume.join(", ")
+        );
+        shared.rebalances.fetch_add(1, Ordering::SeqCst);
+        shared.rebalanced.store(true, Ordering::SeqCst);
     }
 }
 

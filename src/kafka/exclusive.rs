@@ -216,7 +216,13 @@ impl Gate {
         match f.seen {
             Some(seen) if seen.lists_others() => Verdict::Closed(Closed::Others),
             _ if f.held == 0 => Verdict::Closed(Closed::NoPartitions),
-            Some(seen) if seen.asked_after >= f.rebalances && seen.me.is_some() => {
+            // Members unknown (a broker that does not list the group): holding every partition
+            // is the best evidence left that no other member holds any.
+            Some(seen)
+                if seen.asked_after >= f.rebalances
+                    && seen.me.is_some()
+                    && (seen.view.known || f.total.is_some_and(|t| f.held >= t)) =>
+            {
                 self.incumbent = true;
                 Verdict::Open
             }
@@ -438,6 +444,12 @@ fn describe_wait(f: &WaitFacts<'_>, waited: Duration) -> String {
         (_, Some(e)) => {
             let _ = write!(s, "; describing the group fails: {e}");
         }
+        (Some(seen), None) if !seen.view.known => {
+            let _ = write!(
+                s,
+                "; no broker lists the group, so its members cannot be read: fetching only while holding every partition"
+            );
+        }
         (Some(seen), None) => {
             let others = seen.lists_others();
             let _ = write!(
@@ -518,6 +530,7 @@ mod tests {
             view: GroupView {
                 state: state.into(),
                 members: members.iter().map(|m| member(m)).collect(),
+                known: true,
             },
             others: members
                 .iter()
@@ -674,6 +687,34 @@ mod tests {
             gate.step(&facts(t5, 0, 5, Some(&at_limit))),
             Verdict::StepDown(_)
         ));
+    }
+
+    #[test]
+    fn with_the_members_unknown_a_member_fetches_only_holding_every_partition() {
+        let t0 = Instant::now();
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let s = Seen {
+            view: GroupView::unknown(),
+            others: Vec::new(),
+            me: Some("a".into()),
+            asked_after: 1,
+            at: t0,
+        };
+        let f = Facts {
+            total: Some(2),
+            ..facts(t0, 1, 1, Some(&s))
+        };
+        assert_eq!(gate.step(&f), Verdict::Closed(Closed::Unconfirmed));
+        let f = Facts {
+            total: Some(2),
+            ..facts(t0, 2, 1, Some(&s))
+        };
+        assert_eq!(gate.step(&f), Verdict::Open);
+        let f = Facts {
+            total: None,
+            ..facts(t0, 2, 1, Some(&s))
+        };
+        assert_eq!(gate.step(&f), Verdict::Closed(Closed::Unconfirmed));
     }
 
     #[test]

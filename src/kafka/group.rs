@@ -41,9 +41,21 @@ pub struct GroupView {
     /// one, `Empty` without members (librdkafka's names).
     pub state: String,
     pub members: Vec<Member>,
+    /// False when the members cannot be read (no broker lists the group and it cannot be asked
+    /// directly): `members` is then empty, not known to be.
+    pub known: bool,
 }
 
 impl GroupView {
+    /// A group no broker lists, whose members cannot be read.
+    pub fn unknown() -> GroupView {
+        GroupView {
+            state: "Unlisted".into(),
+            members: Vec::new(),
+            known: false,
+        }
+    }
+
     /// No rebalance in progress: every listed member has its assignment.
     pub fn stable(&self) -> bool {
         self.state == "Stable"
@@ -105,6 +117,7 @@ pub fn describe<C: ConsumerContext>(
                 host: m.client_host().to_owned(),
             })
             .collect(),
+        known: true,
     }))
 }
 
@@ -185,7 +198,11 @@ fn describe_at(coordinator: &str, group: &str, timeout: Duration) -> Result<Grou
         if code != 0 {
             return Err(format!("DescribeGroups error code {code}"));
         }
-        return Ok(GroupView { state, members });
+        return Ok(GroupView {
+            state,
+            members,
+            known: true,
+        });
     }
     Err("the coordinator described no group".into())
 }

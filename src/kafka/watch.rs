@@ -94,7 +94,15 @@ fn observe(
     match describe(consumer, config) {
         Ok(view) => {
             health.broker_ok();
-            metrics::gauge!(m::GROUP_MEMBERS).set(view.members.len() as f64);
+            if view.known {
+                metrics::gauge!(m::GROUP_MEMBERS).set(view.members.len() as f64);
+            } else if me.is_some() && health.should_log("group-unlisted") {
+                tracing::warn!(
+                    "no broker lists group {:?} (ListGroups) and it cannot be described directly over TLS or SASL: its members cannot be read; until they can, this member decides only while it holds every partition of {}",
+                    config.group,
+                    topic
+                );
+            }
             let others = view
                 .members
                 .iter()
@@ -139,10 +147,9 @@ fn describe(consumer: &InputConsumer, config: &WatchConfig) -> Result<GroupView,
     match (&config.plain_bootstrap, listed) {
         (Some(bootstrap), _) => group::describe_plain(bootstrap, &config.group, REQUEST_TIMEOUT),
         (None, Err(e)) => Err(e),
-        (None, Ok(_)) => Err(format!(
-            "no broker lists group {:?} (ListGroups): its members cannot be known",
-            config.group
-        )),
+        // The broker answered, without the group: on Apache Kafka a group not joined yet; on a
+        // broker that lists only some groups (Tansu: none without committed offsets), unknown.
+        (None, Ok(_)) => Ok(GroupView::unknown()),
     }
 }
 

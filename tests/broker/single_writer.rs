@@ -243,6 +243,15 @@ fn a_newcomer_never_decides_even_holding_the_only_partition() {
         newcomer_held_it >= 2,
         "the newcomer held the only partition in {newcomer_held_it} rounds only: the case is not covered"
     );
+    // Each time it took the partition back, the incumbent resumed from its committed offset:
+    // no record was decided twice.
+    reader.poll_for(Duration::from_secs(2));
+    let mut per_coord: HashMap<(i32, i64), usize> = HashMap::new();
+    for o in &reader.got {
+        *per_coord.entry(o.source()).or_default() += 1;
+    }
+    let twice = per_coord.values().filter(|n| **n > 1).count();
+    assert_eq!(twice, 0, "{twice} records decided twice; log:\n{}", a.log());
     assert_eq!(a.http("/health").map(|r| r.0), Some(200), "{}", a.log());
     let a_log = a.log();
     assert!(!a_log.contains("another instance is active"), "{a_log}");
