@@ -634,6 +634,11 @@ fn two_passes_over_revisions_give_identical_output_and_keep_the_newest_version()
         let original = &originals[i * 4];
         let mut revision = donor.clone();
         revision.insert("id".into(), original["id"].clone());
+        // Published when the original was (a correction, not an older version).
+        match original.get("published_at") {
+            Some(at) => revision.insert("published_at".into(), at.clone()),
+            None => revision.remove("published_at"),
+        };
         let content = format!(
             "{}（更正：第{}版）",
             common::str_field(donor, "content"),
