@@ -56,12 +56,7 @@ fn newsdedup(args: &[&str]) -> (bool, String, String) {
 fn kafka_record_timestamp_is_the_event_time_and_match_names_published_at() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:1",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(1);
     let b = broker.bootstrap.as_str();
     // (input, record timestamp): no `published_at` except on "p".
     let stream = [

@@ -240,12 +240,7 @@ fn kafka_run_survives_kill_9_and_decides_every_input_once() {
 fn kafka_single_partition_equals_batch_and_sigterm_exits_0() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:1",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(1);
     let b = broker.bootstrap.as_str();
 
     let (articles, _) = corpus_inputs(2000, 600, "s");
@@ -389,12 +384,7 @@ fn kafka_unreachable_broker_is_retried_and_index_is_locked() {
 fn kafka_rebalance_commits_before_releasing_partitions() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:4",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(4);
     let b = broker.bootstrap.clone();
     let (inputs, _) = corpus_inputs(2600, 2400, "r");
     let mut reader = Reader::new(

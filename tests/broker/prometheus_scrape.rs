@@ -320,12 +320,7 @@ fn prometheus_scrapes_the_service_and_loads_the_alert_rules() {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:2",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(2);
     let b = broker.bootstrap.as_str();
 
     let index = dir.path().join("index");

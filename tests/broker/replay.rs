@@ -308,12 +308,7 @@ fn replay_reproduces_run_and_is_repeatable_and_dry_run_produces_nothing() {
 fn replay_stops_at_the_end_it_started_with_and_honours_time_bounds() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:2",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(2);
     let b = broker.bootstrap.as_str();
     let ids = |inputs: &[Input]| -> BTreeSet<String> {
         inputs.iter().filter_map(|i| i.id.clone()).collect()

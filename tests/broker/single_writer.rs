@@ -33,12 +33,7 @@ fn inputs(tag: &str, n: usize) -> Vec<Input> {
 fn a_second_instance_in_the_group_decides_nothing_and_stops() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:2",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(2);
     let b = broker.bootstrap.as_str();
     let grace = ["--exclusive-grace-ms", "8000"];
 
@@ -127,12 +122,7 @@ fn wait_assigned(service: &Service, limit: Duration) {
 fn a_newcomer_never_decides_even_holding_the_only_partition() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:1",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(1);
     let b = broker.bootstrap.clone();
     let grace = ["--exclusive-grace-ms", "4000"];
     let mut a = start_service(
@@ -267,12 +257,7 @@ fn a_newcomer_never_decides_even_holding_the_only_partition() {
 fn an_incumbent_outlasts_a_newcomer_killed_in_its_grace_period() {
     let dir = tempfile::tempdir().expect("tempdir");
     let broker = Broker::start(dir.path());
-    broker.create_topics(&[
-        "articles.raw:2",
-        "articles.unique:1",
-        "articles.duplicate:1",
-        "articles.dlq:1",
-    ]);
+    broker.create_service_topics(2);
     let b = broker.bootstrap.as_str();
     let grace = ["--exclusive-grace-ms", "8000"];
     let mut a = start_service(

@@ -67,6 +67,17 @@ impl Broker {
         Broker { state, bootstrap }
     }
 
+    /// The service's topics: `articles.raw` with `input_partitions`, the three outputs with one.
+    pub fn create_service_topics(&self, input_partitions: u32) {
+        let raw = format!("articles.raw:{input_partitions}");
+        self.create_topics(&[
+            &raw,
+            "articles.unique:1",
+            "articles.duplicate:1",
+            "articles.dlq:1",
+        ]);
+    }
+
     pub fn create_topics(&self, specs: &[&str]) {
         let status = Command::new("bash")
             .arg(broker_script())
