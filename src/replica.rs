@@ -311,7 +311,6 @@ pub fn follow(
                 }
             }
             if let Some(record) = follower.poll(Duration::from_millis(200)) {
-                applied.increment(1);
                 return Ok(Some(record));
             }
             if follower.caught_up() && !status.caught_up_once.swap(true, Ordering::SeqCst) {
@@ -326,7 +325,8 @@ pub fn follow(
         fingerprinter,
         &read_rules(options.published_at_offset),
         options.threads,
-        |_| {},
+        // Counted once written: a record read but not yet applied is read again after a crash.
+        |s| applied.absolute(s.records),
     )
     .map_err(run_error);
     if summary.is_err() {

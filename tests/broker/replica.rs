@@ -130,6 +130,26 @@ fn wait_ready(standby: &common::kafka::Service) {
     }
 }
 
+/// Waits until the standby has applied `n` records (its counter counts applied records only).
+fn wait_applied(standby: &common::kafka::Service, n: usize) {
+    let start = Instant::now();
+    loop {
+        let applied = standby
+            .http("/metrics")
+            .map(|(_, body)| common::kafka::metric(&body, "newsdedup_standby_records_total"))
+            .unwrap_or(0.0);
+        if applied >= n as f64 {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "standby applied {applied} of {n} records: {}",
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn covered(coords: &[(i32, i64)]) -> HashSet<(i32, i64)> {
     coords.iter().copied().collect()
 }
@@ -267,8 +287,10 @@ fn a_standby_takes_over_after_kill_9_with_the_uninterrupted_decisions() {
     reader.wait_covered(&covered(&coords), Duration::from_secs(120), &|| {
         active.log()
     });
-    // The standby catches up and says so.
+    // The standby catches up and says so. It may have said so before the first record arrived,
+    // so wait until it has applied every output record too.
     wait_ready(&standby);
+    wait_applied(&standby, reader.got.len());
     let metrics = standby.http("/metrics").expect("standby /metrics").1;
     assert!(
         metrics.contains("newsdedup_standby_lag_records{"),
