@@ -8,6 +8,7 @@ pub mod article;
 pub mod audit;
 pub mod batch;
 pub mod compare;
+pub mod components;
 pub mod config;
 pub mod dedup;
 pub mod error;

@@ -7,8 +7,8 @@ use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
 use newsdedup::audit::{self, AuditOptions, Header};
 use newsdedup::batch::{self, BatchOptions};
 use newsdedup::compare::{compare, feature_json, CompareInput};
-use newsdedup::config::{Config, DedupConfig};
-use newsdedup::dedup::Deduper;
+use newsdedup::components::{Components, Overrides};
+use newsdedup::config::Config;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::{ArticleStore, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
@@ -318,7 +318,10 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             explain,
             top,
             common,
-        } => cmd_fingerprint(input.as_deref(), explain, top, &load_config(&common)?),
+        } => {
+            let (_, components) = resolve(&common, Overrides::default())?;
+            cmd_fingerprint(input.as_deref(), explain, top, &components)
+        }
         Command::Compare {
             a,
             b,
@@ -327,15 +330,14 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             explain,
             index_dir,
             common,
-        } => cmd_compare(
-            &a,
-            &b,
-            threshold,
-            top,
-            explain,
-            index_dir.as_deref(),
-            &load_config(&common)?,
-        ),
+        } => {
+            let overrides = Overrides {
+                threshold,
+                ..Overrides::default()
+            };
+            let (_, components) = resolve(&common, overrides)?;
+            cmd_compare(&a, &b, top, explain, index_dir.as_deref(), &components)
+        }
         Command::Batch {
             input,
             output,
@@ -347,15 +349,19 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
             retention,
             common,
         } => {
-            let mut config = load_config(&common)?;
-            config.index.retention = retention.or(config.index.retention);
+            let overrides = Overrides {
+                threshold,
+                retention,
+                threads: t,
+            };
+            let (_, components) = resolve(&common, overrides)?;
             let opts = BatchOptions {
-                threads: threads(t),
+                threads: components.threads,
                 max_article_bytes,
-                published_at_offset: config.input.published_at_offset,
+                published_at_offset: components.published_at_offset,
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
             };
-            cmd_batch(&input, &output, &index_dir, threshold, &opts, &config)
+            cmd_batch(&input, &output, &index_dir, &opts, &components)
         }
         Command::Run { args, common } => {
             newsdedup::service::run(*args, given, load_config(&common)?)
@@ -368,7 +374,10 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
         Command::Replay { args, common } => {
             newsdedup::replay::replay(*args, given, command_line, load_config(&common)?)
         }
-        Command::Audit { args, common } => cmd_audit(*args, command_line, &load_config(&common)?),
+        Command::Audit { args, common } => {
+            let (config, components) = resolve(&common, Overrides::default())?;
+            cmd_audit(*args, command_line, &config, &components)
+        }
         Command::Index { command } => match command {
             IndexCommand::Stats {
                 index_dir,
@@ -388,7 +397,11 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
                 quiet,
                 common,
             } => {
-                let config = load_config(&common)?;
+                let overrides = Overrides {
+                    threads: t,
+                    ..Overrides::default()
+                };
+                let (config, components) = resolve(&common, overrides)?;
                 let source = if input.is_empty() {
                     Source::Topics(topic_source(&config, brokers, from_topics, &properties)?)
                 } else {
@@ -404,7 +417,7 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
                     }
                     Source::Files(input)
                 };
-                cmd_index_rebuild(&index_dir, source, threads(t), quiet, &config)
+                cmd_index_rebuild(&index_dir, source, quiet, &components)
             }
         },
     }
@@ -428,8 +441,14 @@ fn load_config(common: &CommonOpts) -> Result<Config> {
     }
 }
 
-fn fingerprinter(config: &Config) -> Result<Fingerprinter> {
-    Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")
+/// The configuration file and the engine's parts as `overrides` change them; warnings printed.
+fn resolve(common: &CommonOpts, overrides: Overrides) -> Result<(Config, Components)> {
+    let config = load_config(common)?;
+    let components = Components::resolve(&config, overrides)?;
+    for w in &components.warnings {
+        eprintln!("newsdedup: warning: {w}");
+    }
+    Ok((config, components))
 }
 
 fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead + Send>> {
@@ -458,29 +477,18 @@ fn open_output(path: &Path) -> Result<Box<dyn Write>> {
     }
 }
 
-/// The decision rule: `[dedup]` with the threshold overridden by `--threshold`.
-fn dedup_rule(config: &Config, threshold: Option<u32>) -> Result<DedupConfig> {
-    let threshold = settings::resolve_threshold(threshold.unwrap_or(config.dedup.threshold))?;
-    if let Some(w) = settings::threshold_warning(threshold) {
-        eprintln!("newsdedup: warning: {w}");
-    }
-    Ok(DedupConfig {
-        threshold,
-        ..config.dedup.clone()
-    })
-}
-
-fn threads(requested: Option<usize>) -> usize {
-    requested.unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
-}
-
-fn cmd_fingerprint(input: Option<&Path>, explain: bool, top: usize, config: &Config) -> Result<()> {
-    let fp = fingerprinter(config)?;
+fn cmd_fingerprint(
+    input: Option<&Path>,
+    explain: bool,
+    top: usize,
+    components: &Components,
+) -> Result<()> {
+    let fp = components.fingerprinter()?;
     let mut out = open_output(Path::new("-"))?;
     let mut input = open_input(input)?;
     ordered::ordered_map(
         || ordered::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
-        threads(None),
+        components.threads,
         256,
         |line| fingerprint_line(&fp, line, explain, top),
         |n, mut value: Value| -> Result<(), io::Error> {
@@ -500,16 +508,14 @@ fn cmd_fingerprint(input: Option<&Path>, explain: bool, top: usize, config: &Con
 fn cmd_compare(
     a: &Path,
     b: &Path,
-    threshold: Option<u32>,
     top: usize,
     explain: bool,
     index_dir: Option<&Path>,
-    config: &Config,
+    components: &Components,
 ) -> Result<()> {
-    let rule = dedup_rule(config, threshold)?;
-    let fp = fingerprinter(config)?;
+    let fp = components.fingerprinter()?;
     let index = index_dir
-        .map(|dir| RocksIndex::open(dir, fp.identity(), &config.index))
+        .map(|dir| components.open_index(dir, &fp))
         .transpose()?;
     // The lookup's own answer: which of A's band buckets are crowded in that index.
     let lookup_error = std::cell::RefCell::new(None);
@@ -527,7 +533,7 @@ fn cmd_compare(
         &fp,
         &read_compare_input(a)?,
         &read_compare_input(b)?,
-        &rule,
+        &components.rule,
         top,
         explain,
         &crowded,
@@ -543,14 +549,11 @@ fn cmd_batch(
     input: &Path,
     output: &Path,
     index_dir: &Path,
-    threshold: Option<u32>,
     opts: &BatchOptions,
-    config: &Config,
+    components: &Components,
 ) -> Result<()> {
-    let rule = dedup_rule(config, threshold)?;
-    let fp = fingerprinter(config)?;
-    let index = RocksIndex::open(index_dir, fp.identity(), &config.index)?;
-    let mut deduper = Deduper::with_config(index, rule);
+    let fp = components.fingerprinter()?;
+    let mut deduper = components.deduper(components.open_index(index_dir, &fp)?);
     let mut out = open_output(output)?;
     let summary = batch::run_batch(open_input(Some(input))?, &mut out, &fp, &mut deduper, opts)
         .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
@@ -559,7 +562,12 @@ fn cmd_batch(
     Ok(())
 }
 
-fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<()> {
+fn cmd_audit(
+    a: AuditArgs,
+    given: &HashSet<String>,
+    config: &Config,
+    components: &Components,
+) -> Result<()> {
     if !(0.0..=1.0).contains(&a.low_containment) {
         bail!(
             "--low-containment {} is out of range 0..=1",
@@ -573,8 +581,7 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
         ..AuditOptions::default()
     };
     let progress = (!a.quiet).then_some(Duration::from_secs(5));
-    let rule = dedup_rule(config, None)?;
-    let fp = fingerprinter(config)?;
+    let fp = components.fingerprinter()?;
     let (plan, scope) = match &a.input {
         Some(input) => {
             let kafka_only = [
@@ -629,8 +636,7 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
                     bail!("--from-time must be before --to-time");
                 }
             }
-            let env = std::env::vars_os()
-                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+            let env = newsdedup::service::process_env();
             let properties = settings::reader_properties(service, &brokers, env, &a.properties)
                 .context("invalid Kafka settings for `audit`")?;
             let range = match (from_ms, to_ms) {
@@ -672,7 +678,7 @@ fn cmd_audit(a: AuditArgs, given: &HashSet<String>, config: &Config) -> Result<(
         scope,
         generated_ms: newsdedup::dedup::now_ms() as i64,
     };
-    let report = plan.finish(&fp, &rule, header);
+    let report = plan.finish(&fp, &components.rule, header);
     std::fs::write(&a.html, audit::html::render(&report))
         .with_context(|| format!("cannot write the report {}", a.html.display()))?;
     if let Some(path) = &a.jsonl {
@@ -797,8 +803,7 @@ fn topic_source(
 ) -> Result<TopicSource> {
     let service = &config.service;
     let brokers = brokers.unwrap_or_else(|| service.brokers.clone());
-    let env = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
+    let env = newsdedup::service::process_env();
     let properties = settings::reader_properties(service, &brokers, env, flags)?;
     let topics: Vec<String> = topics
         .into_iter()
@@ -819,26 +824,16 @@ fn topic_source(
 fn cmd_index_rebuild(
     index_dir: &Path,
     source: Source,
-    threads: usize,
     quiet: bool,
-    config: &Config,
+    components: &Components,
 ) -> Result<()> {
-    let fp = fingerprinter(config)?;
-    let mut index = RocksIndex::open(index_dir, fp.identity(), &config.index)
-        .with_context(|| format!("cannot open the index in {}", index_dir.display()))?;
+    let fp = components.fingerprinter()?;
+    let mut index = components.open_index(index_dir, &fp)?;
     let progress = (!quiet).then_some(Duration::from_secs(5));
     let summary = match &source {
         Source::Files(inputs) => {
-            let s = replica::rebuild_from_files(
-                &mut index,
-                &fp,
-                inputs,
-                replica::ApplyOptions {
-                    threads,
-                    published_at_offset: config.input.published_at_offset,
-                },
-                progress,
-            )?;
+            let s =
+                replica::rebuild_from_files(&mut index, &fp, inputs, components.into(), progress)?;
             index.sync()?;
             s
         }
@@ -856,10 +851,7 @@ fn cmd_index_rebuild(
                 &mut index,
                 &fp,
                 topics,
-                replica::ApplyOptions {
-                    threads,
-                    published_at_offset: config.input.published_at_offset,
-                },
+                components.into(),
                 progress,
                 "rebuild",
             )?

@@ -47,7 +47,7 @@ pub fn replay(
     service::start_logging(settings);
     let runtime = service::io_runtime()?;
 
-    let (fingerprinter, index) = service::open_index(settings, &config)?;
+    let (fingerprinter, index) = service::open_index(settings)?;
     let health = Arc::new(Health::new(settings.progress_timeout()));
     if plan.serve_metrics {
         service::serve_http(&runtime, settings, &health)?;
@@ -87,7 +87,7 @@ pub fn replay(
     };
     let counts = Arc::new(ReplayCounts::default());
     let decider = Counting {
-        inner: service::deduper(index, settings, &config),
+        inner: settings.components.deduper(index),
         counts: counts.clone(),
     };
     let mut engine = service::start_engine(decider, fingerprinter, settings, sink, &abandon);

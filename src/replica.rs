@@ -5,6 +5,7 @@
 //! idempotent, each record's topic position written with it.
 
 use crate::article::{ReadRules, DEFAULT_MAX_ARTICLE_BYTES};
+use crate::components::Components;
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
@@ -121,6 +122,15 @@ impl RestoreTarget for RocksIndex {
 pub struct ApplyOptions {
     pub threads: usize,
     pub published_at_offset: UtcOffset,
+}
+
+impl From<&Components> for ApplyOptions {
+    fn from(c: &Components) -> Self {
+        ApplyOptions {
+            threads: c.threads,
+            published_at_offset: c.published_at_offset,
+        }
+    }
 }
 
 /// How restored records are read: any record a writer could have produced.

@@ -2,8 +2,7 @@
 //! endpoint and the signal handlers together, and runs until SIGINT/SIGTERM (exit 0 after
 //! draining) or a fatal error (exit non-zero).
 
-use crate::config::{Config, DedupConfig};
-use crate::dedup::Deduper;
+use crate::config::Config;
 use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
@@ -43,7 +42,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let runtime = io_runtime()?;
 
     // The index first: a second process on the same directory fails here, before touching Kafka.
-    let (fingerprinter, mut index) = open_index(&settings, &config)?;
+    let (fingerprinter, mut index) = open_index(&settings)?;
     let health = Arc::new(Health::new(settings.progress_timeout()));
     serve_http(&runtime, &settings, &health)?;
     let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
@@ -54,7 +53,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let abandon = Arc::new(AtomicBool::new(false));
     let (producer, sink) = producer_sink(&settings, &runtime, &tracker, &health, &abandon)?;
     let mut engine = start_engine(
-        deduper(index, &settings, &config),
+        settings.components.deduper(index),
         fingerprinter,
         &settings,
         sink,
@@ -124,10 +123,7 @@ fn take_over(
         index,
         fingerprinter,
         &output_topics(settings),
-        replica::ApplyOptions {
-            threads: settings.service.threads,
-            published_at_offset: settings.published_at_offset,
-        },
+        (&settings.components).into(),
         Some(Duration::from_secs(5)),
         "takeover",
     )
@@ -156,7 +152,7 @@ pub fn standby(
         .context("invalid settings for `standby`")?;
     start_logging(&settings);
     let runtime = io_runtime()?;
-    let (fingerprinter, mut index) = open_index(&settings, &config)?;
+    let (fingerprinter, mut index) = open_index(&settings)?;
     let status = Arc::new(StandbyStatus::default());
     let (s1, s2) = (status.clone(), status.clone());
     serve_endpoints(
@@ -188,10 +184,7 @@ pub fn standby(
         &mut index,
         &fingerprinter,
         &output_topics(&settings),
-        replica::ApplyOptions {
-            threads: settings.service.threads,
-            published_at_offset: settings.published_at_offset,
-        },
+        (&settings.components).into(),
         &stop,
         &status,
         Duration::from_secs(2),
@@ -209,7 +202,7 @@ pub fn standby(
 }
 
 /// The process environment, for the `NEWSDEDUP_KAFKA_*` variables of [`Settings::resolve`].
-pub(crate) fn process_env() -> impl Iterator<Item = (String, String)> {
+pub fn process_env() -> impl Iterator<Item = (String, String)> {
     // vars_os: a non-UTF-8 variable elsewhere in the environment must not panic here.
     std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
 }
@@ -217,7 +210,7 @@ pub(crate) fn process_env() -> impl Iterator<Item = (String, String)> {
 /// Starts logging (stderr, `NEWSDEDUP_LOG`) and logs the settings' warnings.
 pub(crate) fn start_logging(settings: &Settings) {
     init_logging();
-    for w in &settings.warnings {
+    for w in &settings.components.warnings {
         tracing::warn!("{w}");
     }
 }
@@ -230,21 +223,6 @@ pub(crate) fn io_runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("cannot start the tokio runtime")
-}
-
-/// The decision rule of `batch`: `[dedup]` with the threshold overridden by `--threshold`.
-pub(crate) fn deduper(
-    index: RocksIndex,
-    settings: &Settings,
-    config: &Config,
-) -> Deduper<RocksIndex> {
-    Deduper::with_config(
-        index,
-        DedupConfig {
-            threshold: settings.threshold,
-            ..config.dedup.clone()
-        },
-    )
 }
 
 /// The Kafka producer and the sink on it, which marks input offsets done in `tracker` once
@@ -276,7 +254,7 @@ pub(crate) fn producer_sink(
 }
 
 /// Starts the engine: `decider` on the decision thread, the fingerprint stage on
-/// `settings.service.threads` workers, outputs to `sink`.
+/// `settings.components.threads` workers, outputs to `sink`.
 pub(crate) fn start_engine<D: DecisionStage, K: OutputSink>(
     decider: D,
     fingerprinter: Fingerprinter,
@@ -286,17 +264,16 @@ pub(crate) fn start_engine<D: DecisionStage, K: OutputSink>(
 ) -> Engine {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter,
-        read_rules: crate::article::ReadRules {
-            max_bytes: settings.service.max_article_bytes,
-            published_at_offset: settings.published_at_offset,
-        },
+        read_rules: settings
+            .components
+            .read_rules(settings.service.max_article_bytes),
         max_output_bytes: settings.max_output_bytes(),
     });
     Engine::start(
         decider,
         preparer,
         sink,
-        settings.service.threads,
+        settings.components.threads,
         abandon.clone(),
     )
 }
@@ -327,19 +304,11 @@ pub(crate) fn close(
 }
 
 /// Loads the fingerprint resources and opens (and locks) the index.
-pub(crate) fn open_index(
-    settings: &Settings,
-    config: &Config,
-) -> Result<(Fingerprinter, RocksIndex)> {
-    let fingerprinter =
-        Fingerprinter::new(&config.fingerprint).context("cannot load the fingerprint resources")?;
+pub(crate) fn open_index(settings: &Settings) -> Result<(Fingerprinter, RocksIndex)> {
+    let components = &settings.components;
+    let fingerprinter = components.fingerprinter()?;
     let dir = &settings.service.index_dir;
-    let index_config = crate::index::IndexConfig {
-        retention: settings.retention,
-        ..config.index.clone()
-    };
-    let index = RocksIndex::open(dir, fingerprinter.identity(), &index_config)
-        .with_context(|| format!("cannot open the index in {}", dir.display()))?;
+    let index = components.open_index(dir, &fingerprinter)?;
     let counts = crate::index::ArticleStore::counts(&index);
     tracing::info!(
         "index {} open: {} articles ({} unique); fingerprint identity {}; retention {}",
@@ -347,7 +316,8 @@ pub(crate) fn open_index(
         counts.articles,
         counts.unique,
         fingerprinter.identity().digest(),
-        settings
+        components
+            .index
             .retention
             .map_or_else(|| "none (keep for ever)".to_owned(), |r| r.to_string())
     );

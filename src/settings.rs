@@ -10,8 +10,8 @@
 //! `NEWSDEDUP_KAFKA_<NAME>` variables, then `-X key=value`; the few properties that would break
 //! the commit protocol are refused with the reason.
 
+use crate::components::{Components, Overrides, ThresholdOutOfRange};
 use crate::config::{Config, ServiceConfig};
-use crate::simhash::GUARANTEED_DISTANCE;
 use crate::time::TimeSpan;
 use clap::Args;
 use std::collections::{BTreeMap, HashSet};
@@ -222,6 +222,8 @@ pub fn given_arguments(matches: &clap::ArgMatches) -> HashSet<String> {
 pub enum SettingsError {
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Threshold(#[from] ThresholdOutOfRange),
 }
 
 fn invalid(msg: impl Into<String>) -> SettingsError {
@@ -231,21 +233,16 @@ fn invalid(msg: impl Into<String>) -> SettingsError {
 /// Everything `newsdedup run` needs, resolved and validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
-    /// The layered `[service]` settings; `threads` is resolved (never 0).
+    /// The layered `[service]` settings (`threads` as given: the resolved count is in
+    /// `components`).
     pub service: ServiceConfig,
-    /// `--threshold` over `[dedup] threshold`.
-    pub threshold: u32,
-    /// `--retention` over `[index] retention`.
-    pub retention: Option<TimeSpan>,
-    /// `[input] published_at_offset`.
-    pub published_at_offset: crate::time::UtcOffset,
+    /// The engine's parts: fingerprint, rule, index, threads.
+    pub components: Components,
     pub metrics_addr: SocketAddr,
     /// Final librdkafka configuration of the consumer.
     pub consumer_properties: BTreeMap<String, String>,
     /// Final librdkafka configuration of the producer.
     pub producer_properties: BTreeMap<String, String>,
-    /// Warnings to log once logging is up (e.g. threshold above the exhaustive range).
-    pub warnings: Vec<String>,
 }
 
 /// Output topics, by kind.
@@ -272,32 +269,29 @@ impl Settings {
 
     /// Validates the layered `service` and resolves the rest of `args` over `config`.
     fn from_service(
-        mut service: ServiceConfig,
+        service: ServiceConfig,
         args: &RunArgs,
         config: &Config,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, SettingsError> {
-        let mut warnings = Vec::new();
-        let threshold = resolve_threshold(args.threshold.unwrap_or(config.dedup.threshold))?;
-        if let Some(w) = threshold_warning(threshold) {
-            warnings.push(w);
-        }
+        let components = Components::resolve(
+            config,
+            Overrides {
+                threshold: args.threshold,
+                retention: args.retention,
+                threads: Some(service.threads),
+            },
+        )?;
         let metrics_addr = validate(&service)?;
-        if service.threads == 0 {
-            service.threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-        }
         let user = user_properties(&service.kafka, env, &args.properties)?;
         check_user_properties(&user, &service)?;
         let (consumer_properties, producer_properties) = client_properties(&service, &user);
         Ok(Settings {
             service,
-            threshold,
-            retention: args.retention.or(config.index.retention),
-            published_at_offset: config.input.published_at_offset,
+            components,
             metrics_addr,
             consumer_properties,
             producer_properties,
-            warnings,
         })
     }
 
@@ -402,23 +396,6 @@ fn layer(
     merged
         .try_into()
         .map_err(|e| invalid(format!("cannot layer the settings: {e}")))
-}
-
-/// Checks a threshold's range (shared with `batch` and `compare`).
-pub fn resolve_threshold(threshold: u32) -> Result<u32, SettingsError> {
-    if threshold > 64 {
-        return Err(invalid(format!(
-            "--threshold {threshold} is out of range 0..=64"
-        )));
-    }
-    Ok(threshold)
-}
-
-/// Why a threshold above the exhaustive range is risky, if it is.
-pub fn threshold_warning(threshold: u32) -> Option<String> {
-    (threshold > GUARANTEED_DISTANCE).then(|| format!(
-        "threshold {threshold} > {GUARANTEED_DISTANCE}: only candidates sharing a 16-bit block are seen, so some pairs within {threshold} will be missed"
-    ))
 }
 
 /// Checks every `[service]` value; returns the parsed metrics address.
@@ -869,15 +846,28 @@ mod tests {
     #[test]
     fn retention_flag_overrides_the_index_section_and_bad_spans_are_refused() {
         let mut config = Config::default();
-        assert_eq!(resolve(&[], &config, &[]).unwrap().retention, None);
+        assert_eq!(
+            resolve(&[], &config, &[])
+                .unwrap()
+                .components
+                .index
+                .retention,
+            None
+        );
         config.index.retention = Some("30d".parse().unwrap());
         assert_eq!(
-            resolve(&[], &config, &[]).unwrap().retention,
+            resolve(&[], &config, &[])
+                .unwrap()
+                .components
+                .index
+                .retention,
             Some(TimeSpan::from_days(30))
         );
         assert_eq!(
             resolve(&["--retention", "12h"], &config, &[])
                 .unwrap()
+                .components
+                .index
                 .retention,
             Some(TimeSpan::from_secs(12 * 3600))
         );
@@ -890,11 +880,7 @@ mod tests {
     #[test]
     fn clap_defaults_are_the_struct_defaults() {
         let s = resolve(&[], &Config::default(), &[]).unwrap();
-        let expected = ServiceConfig {
-            threads: s.service.threads,
-            ..ServiceConfig::default()
-        };
-        assert_eq!(s.service, expected);
+        assert_eq!(s.service, ServiceConfig::default());
     }
 
     #[test]
@@ -905,8 +891,8 @@ mod tests {
         assert_eq!(s.service.unique_topic, "articles.unique");
         assert_eq!(s.service.duplicate_topic, "articles.duplicate");
         assert_eq!(s.service.dlq_topic, "articles.dlq");
-        assert_eq!(s.threshold, 3);
-        assert!(s.service.threads >= 1);
+        assert_eq!(s.components.rule.threshold, 3);
+        assert!(s.components.threads >= 1);
         assert_eq!(s.consumer_properties["enable.auto.commit"], "false");
         assert_eq!(s.consumer_properties["auto.offset.reset"], "earliest");
 
@@ -919,7 +905,7 @@ mod tests {
             (
                 s.service.group_id.as_str(),
                 s.service.brokers.as_str(),
-                s.threshold
+                s.components.rule.threshold
             ),
             ("g-file", "file:1", 2)
         );
@@ -948,7 +934,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.service.group_id, "g-flag");
-        assert_eq!(s.threshold, 1);
+        assert_eq!(s.components.rule.threshold, 1);
         assert_eq!(s.service.dlq_topic, "dlq-file", "file over default");
         assert_eq!(s.service.brokers, "file:1");
         assert_eq!(

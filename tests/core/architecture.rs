@@ -146,6 +146,7 @@ const LAYERS: &[&[&str]] = &[
     &["pipeline", "compare", "restore"],
     &["batch", "audit"],
     &["metrics", "config"],
+    &["components"],
     &["settings"],
     &["kafka"],
     &["replica"],
