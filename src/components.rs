@@ -5,7 +5,7 @@
 //! place, the default thread count chosen in one place.
 
 use crate::article::ReadRules;
-use crate::config::{Config, DedupConfig, FingerprintConfig, IndexConfig};
+use crate::config::{Config, DedupConfig, FingerprintConfig, ImageConfig, IndexConfig};
 use crate::dedup::Deduper;
 use crate::error::IndexError;
 use crate::error::ResourceError;
@@ -30,6 +30,8 @@ pub struct Overrides {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Components {
     pub fingerprint: FingerprintConfig,
+    /// Where start-up images of the fingerprint tables are kept.
+    pub image: ImageConfig,
     /// `[dedup]` with the threshold resolved.
     pub rule: DedupConfig,
     /// `[index]` with the retention resolved.
@@ -79,6 +81,7 @@ impl Components {
         };
         Ok(Components {
             fingerprint: config.fingerprint.clone(),
+            image: config.image.clone(),
             rule: DedupConfig {
                 threshold,
                 ..config.dedup.clone()
@@ -93,9 +96,15 @@ impl Components {
         })
     }
 
-    /// Loads the dictionary, IDF table and stop words.
+    /// Loads the dictionary, IDF table and stop words, through the start-up image when there
+    /// is one (`Fingerprinter::image_use` says how it went).
     pub fn fingerprinter(&self) -> Result<Fingerprinter, BuildError> {
-        Ok(Fingerprinter::new(&self.fingerprint)?)
+        let dir = match (&self.image.enabled, &self.image.dir) {
+            (false, _) => None,
+            (true, Some(dir)) => Some(dir.clone()),
+            (true, None) => crate::fingerprint::image::default_dir(),
+        };
+        Ok(Fingerprinter::load(&self.fingerprint, dir.as_deref())?)
     }
 
     /// Opens (and locks) the index in `dir` for fingerprints of `fingerprinter`.

@@ -4,7 +4,7 @@
 
 pub use crate::article::InputConfig;
 pub use crate::dedup::DedupConfig;
-pub use crate::fingerprint::FingerprintConfig;
+pub use crate::fingerprint::{FingerprintConfig, ImageConfig};
 pub use crate::index::IndexConfig;
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -19,6 +19,8 @@ pub struct Config {
     pub fingerprint: FingerprintConfig,
     pub index: IndexConfig,
     pub dedup: DedupConfig,
+    /// Start-up images of the fingerprint tables.
+    pub image: ImageConfig,
     /// Service settings (`newsdedup run`, resolved by `settings`).
     pub service: ServiceConfig,
 }

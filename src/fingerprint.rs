@@ -11,7 +11,10 @@ use crate::text::weigh::{quantize, tfidf, IdfTable};
 use jieba_rs::Jieba;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+pub mod image;
+pub use image::{ImageConfig, ImageUse};
 
 /// Parameters of feature extraction and weighting. Every field changes fingerprints, so every
 /// field is part of the fingerprint identity (see `fingerprint::FingerprintIdentity`).
@@ -299,6 +302,7 @@ pub struct Fingerprinter {
     unknown_idf: f64,
     config: FingerprintConfig,
     identity: FingerprintIdentity,
+    image_use: ImageUse,
 }
 
 fn read_resource(
@@ -323,21 +327,23 @@ fn digest(text: &str) -> String {
 }
 
 impl Fingerprinter {
+    /// Builds the fingerprinter from its resource texts (no start-up image).
     pub fn new(config: &FingerprintConfig) -> Result<Fingerprinter, ResourceError> {
+        Self::load(config, None)
+    }
+
+    /// Builds the fingerprinter, reading its tables from the start-up image in `image_dir` when
+    /// there is a valid one for these resources and this program, else building them from the
+    /// texts and writing the image there for the next start (see [`image`]). Either way the
+    /// fingerprints are the same; [`Fingerprinter::image_use`] tells which happened.
+    pub fn load(
+        config: &FingerprintConfig,
+        image_dir: Option<&Path>,
+    ) -> Result<Fingerprinter, ResourceError> {
         let (dict, dict_origin) = read_resource(&config.dict_path, BUILTIN_DICT, "dictionary")?;
         let (idf_text, idf_origin) = read_resource(&config.idf_path, BUILTIN_IDF, "IDF table")?;
         let (stop_text, _) =
             read_resource(&config.stopwords_path, BUILTIN_STOPWORDS, "stop-word list")?;
-        let jieba = Jieba::with_dict(&mut dict.as_bytes()).map_err(|e| ResourceError::Invalid {
-            what: "dictionary",
-            origin: dict_origin,
-            message: e.to_string(),
-        })?;
-        let idf = IdfTable::parse(&idf_text).map_err(|message| ResourceError::Invalid {
-            what: "IDF table",
-            origin: idf_origin,
-            message,
-        })?;
         if let Some(v) = config.unknown_idf {
             if !v.is_finite() || v < 0.0 {
                 return Err(ResourceError::Invalid {
@@ -361,10 +367,42 @@ impl Fingerprinter {
             config.keep_numbers,
             config.keep_latin,
         );
+        let key = image::key(&serde_json::to_vec(&identity).unwrap_or_default());
+        let image_path = image_dir.map(|dir| image::path(dir, key));
+        let cached = image_path.as_deref().and_then(|p| image::read(p, key));
+        let (tables, image_use) = match (cached, image_path) {
+            (Some(tables), Some(path)) => {
+                image::touch(&path);
+                (tables, ImageUse::Read(path))
+            }
+            (_, path) => {
+                let tables = Self::build_tables(
+                    &dict,
+                    &dict_origin,
+                    &idf_text,
+                    idf_origin,
+                    &filter,
+                    config.unknown_idf,
+                )?;
+                let image_use = match path {
+                    None => ImageUse::Off,
+                    Some(path) => match image::write(&path, key, &tables) {
+                        Ok(()) => ImageUse::Written(path),
+                        Err(e) => ImageUse::NotWritten {
+                            path,
+                            error: e.to_string(),
+                        },
+                    },
+                };
+                (tables, image_use)
+            }
+        };
+        let image::Tables {
+            jieba,
+            idf,
+            lexicon,
+        } = tables;
         let unknown_idf = config.unknown_idf.unwrap_or(idf.median());
-        let lexicon = Lexicon::build(&jieba, &dict, &filter, |hash| {
-            idf.get_hashed(hash).unwrap_or(unknown_idf)
-        });
         Ok(Fingerprinter {
             segmenter: Segmenter::new(
                 jieba,
@@ -378,7 +416,43 @@ impl Fingerprinter {
             idf,
             config: config.clone(),
             identity,
+            image_use,
         })
+    }
+
+    /// The tables built from the resource texts.
+    fn build_tables(
+        dict: &str,
+        dict_origin: &str,
+        idf_text: &str,
+        idf_origin: String,
+        filter: &TokenFilter,
+        unknown_idf: Option<f64>,
+    ) -> Result<image::Tables, ResourceError> {
+        let jieba = Jieba::with_dict(&mut dict.as_bytes()).map_err(|e| ResourceError::Invalid {
+            what: "dictionary",
+            origin: dict_origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        let idf = IdfTable::parse(idf_text).map_err(|message| ResourceError::Invalid {
+            what: "IDF table",
+            origin: idf_origin,
+            message,
+        })?;
+        let unknown_idf = unknown_idf.unwrap_or(idf.median());
+        let lexicon = Lexicon::build(&jieba, dict, filter, |hash| {
+            idf.get_hashed(hash).unwrap_or(unknown_idf)
+        });
+        Ok(image::Tables {
+            jieba,
+            idf,
+            lexicon,
+        })
+    }
+
+    /// Whether the tables came from a start-up image (and which), or were built and imaged.
+    pub fn image_use(&self) -> &ImageUse {
+        &self.image_use
     }
 
     /// The same fingerprinter deciding every token from its string, without jieba's word ids

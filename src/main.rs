@@ -9,7 +9,7 @@ use newsdedup::batch::{self, BatchOptions};
 use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::components::{Components, Overrides};
 use newsdedup::config::Config;
-use newsdedup::fingerprint::Fingerprinter;
+use newsdedup::fingerprint::{Fingerprinter, ImageUse};
 use newsdedup::index::{ArticleStore, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::ordered::{self, Line};
@@ -441,6 +441,19 @@ fn load_config(common: &CommonOpts) -> Result<Config> {
     }
 }
 
+/// The fingerprinter of `components`; a start-up image that could not be written is worth a
+/// warning (every start then builds the tables again).
+fn fingerprinter(components: &Components) -> Result<Fingerprinter> {
+    let fp = components.fingerprinter()?;
+    if let ImageUse::NotWritten { path, error } = fp.image_use() {
+        eprintln!(
+            "newsdedup: warning: cannot write the start-up image {}: {error} (each start builds the tables again: set [image] dir to a writable directory, or enabled = false)",
+            path.display()
+        );
+    }
+    Ok(fp)
+}
+
 /// The configuration file and the engine's parts as `overrides` change them; warnings printed.
 fn resolve(common: &CommonOpts, overrides: Overrides) -> Result<(Config, Components)> {
     let config = load_config(common)?;
@@ -483,7 +496,7 @@ fn cmd_fingerprint(
     top: usize,
     components: &Components,
 ) -> Result<()> {
-    let fp = components.fingerprinter()?;
+    let fp = fingerprinter(components)?;
     let mut out = open_output(Path::new("-"))?;
     let mut input = open_input(input)?;
     ordered::ordered_map(
@@ -513,7 +526,7 @@ fn cmd_compare(
     index_dir: Option<&Path>,
     components: &Components,
 ) -> Result<()> {
-    let fp = components.fingerprinter()?;
+    let fp = fingerprinter(components)?;
     let index = index_dir
         .map(|dir| components.open_index(dir, &fp))
         .transpose()?;
@@ -552,7 +565,7 @@ fn cmd_batch(
     opts: &BatchOptions,
     components: &Components,
 ) -> Result<()> {
-    let fp = components.fingerprinter()?;
+    let fp = fingerprinter(components)?;
     let mut deduper = components.deduper(components.open_index(index_dir, &fp)?);
     let mut out = open_output(output)?;
     let summary = batch::run_batch(open_input(Some(input))?, &mut out, &fp, &mut deduper, opts)
@@ -581,7 +594,7 @@ fn cmd_audit(
         ..AuditOptions::default()
     };
     let progress = (!a.quiet).then_some(Duration::from_secs(5));
-    let fp = components.fingerprinter()?;
+    let fp = fingerprinter(components)?;
     let (plan, scope) = match &a.input {
         Some(input) => {
             let kafka_only = [
@@ -827,7 +840,7 @@ fn cmd_index_rebuild(
     quiet: bool,
     components: &Components,
 ) -> Result<()> {
-    let fp = components.fingerprinter()?;
+    let fp = fingerprinter(components)?;
     let mut index = components.open_index(index_dir, &fp)?;
     let progress = (!quiet).then_some(Duration::from_secs(5));
     let summary = match &source {

@@ -3,7 +3,7 @@
 //! draining) or a fatal error (exit non-zero).
 
 use crate::config::Config;
-use crate::fingerprint::Fingerprinter;
+use crate::fingerprint::{Fingerprinter, ImageUse};
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
 use crate::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
@@ -307,6 +307,18 @@ pub(crate) fn close(
 pub(crate) fn open_index(settings: &Settings) -> Result<(Fingerprinter, RocksIndex)> {
     let components = &settings.components;
     let fingerprinter = components.fingerprinter()?;
+    match fingerprinter.image_use() {
+        ImageUse::Read(path) => tracing::info!("fingerprint tables read from {}", path.display()),
+        ImageUse::Written(path) => tracing::info!(
+            "fingerprint tables built; start-up image written to {}",
+            path.display()
+        ),
+        ImageUse::NotWritten { path, error } => tracing::warn!(
+            "cannot write the start-up image {}: {error} (each start builds the tables again: set [image] dir to a writable directory, or enabled = false)",
+            path.display()
+        ),
+        ImageUse::Off => {}
+    }
     let dir = &settings.service.index_dir;
     let index = components.open_index(dir, &fingerprinter)?;
     let counts = crate::index::ArticleStore::counts(&index);

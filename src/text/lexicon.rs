@@ -8,6 +8,7 @@
 //! give identical features; `tests::matches_string_path` checks that for every dictionary word.
 
 use super::filter::TokenFilter;
+use super::image::{ImageError, ImageReader, ImageWriter};
 use crate::simhash::feature_hash;
 use jieba_rs::Jieba;
 use rustc_hash::FxHashSet;
@@ -98,6 +99,37 @@ impl Lexicon {
     /// Number of dictionary words that are features.
     pub fn feature_count(&self) -> usize {
         self.keep.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Appends the tables' image to `w` (read back by [`Lexicon::read_image`]).
+    pub fn write_image(&self, w: &mut ImageWriter<'_>) {
+        w.u64(self.facts.len() as u64);
+        for bits in self.keep.iter().chain(&self.known) {
+            w.u64(*bits);
+        }
+        for facts in &self.facts {
+            w.u64(facts.hash);
+            w.f64(facts.idf);
+        }
+    }
+
+    /// The tables `r` holds, as [`Lexicon::write_image`] wrote them.
+    pub fn read_image(r: &mut ImageReader<'_>) -> Result<Lexicon, ImageError> {
+        let words = r.count(16)?;
+        let bitmap_words = words.div_ceil(64);
+        let mut bitmap =
+            || -> Result<Vec<u64>, ImageError> { (0..bitmap_words).map(|_| r.u64()).collect() };
+        let keep = bitmap()?;
+        let known = bitmap()?;
+        let facts = (0..words)
+            .map(|_| {
+                Ok(WordFacts {
+                    hash: r.u64()?,
+                    idf: r.f64()?,
+                })
+            })
+            .collect::<Result<Vec<_>, ImageError>>()?;
+        Ok(Lexicon { keep, known, facts })
     }
 }
 

@@ -1,9 +1,10 @@
 //! Text to features: `clean` (markup, width, boilerplate), `segment` (jieba words through the
 //! token `filter`: token classes and stop words; `lexicon`: the filter's verdict per dictionary
-//! word), `weigh` (TF-IDF with title weighting).
+//! word), `weigh` (TF-IDF with title weighting); `image`: byte images of the loaded tables.
 
 pub mod clean;
 pub mod filter;
+pub mod image;
 pub mod lexicon;
 pub mod segment;
 pub mod weigh;

@@ -2,6 +2,7 @@
 //! term frequency is sublinear (1 + ln tf) so that one word repeated many times cannot dominate
 //! the fingerprint; words in the title weigh more.
 
+use super::image::{ImageError, ImageReader, ImageWriter};
 use crate::simhash::feature_hash;
 
 /// Word -> IDF, keyed by the word's feature hash.
@@ -97,6 +98,43 @@ impl IdfTable {
 
     pub fn median(&self) -> f64 {
         self.median
+    }
+
+    /// Appends the table's image to `w` (read back by [`IdfTable::read_image`]).
+    pub fn write_image(&self, w: &mut ImageWriter<'_>) {
+        w.u64(self.slots.len() as u64);
+        for &slot in &self.slots {
+            w.u32(slot);
+        }
+        w.u64(self.len as u64);
+        w.f64(self.median);
+    }
+
+    /// The table `r` holds, as [`IdfTable::write_image`] wrote it.
+    pub fn read_image(r: &mut ImageReader<'_>) -> Result<IdfTable, ImageError> {
+        let n = r.count(4)?;
+        if !n.is_power_of_two() {
+            return Err(ImageError("IDF table size"));
+        }
+        let mut slots = Vec::with_capacity(n);
+        let mut occupied = 0;
+        for _ in 0..n {
+            let slot = r.u32()?;
+            occupied += usize::from(slot != 0);
+            slots.push(slot);
+        }
+        let len = usize::try_from(r.u64()?).map_err(|_| ImageError("IDF table length"))?;
+        let median = r.f64()?;
+        // Lookups stop at an empty slot, so one must exist.
+        if len != occupied || len >= n || !median.is_finite() {
+            return Err(ImageError("IDF table counts"));
+        }
+        Ok(IdfTable {
+            slots,
+            mask: n - 1,
+            len,
+            median,
+        })
     }
 
     pub fn get(&self, word: &str) -> Option<f64> {

@@ -5,7 +5,7 @@ use crate::common;
 use newsdedup::config::{FingerprintConfig, IndexConfig};
 use newsdedup::dedup::{DecisionInput, Deduper, Verdict};
 use newsdedup::error::IndexError;
-use newsdedup::fingerprint::{Fingerprinter, NoFeatures};
+use newsdedup::fingerprint::{Fingerprinter, ImageUse, NoFeatures};
 use newsdedup::index::RocksIndex;
 use std::sync::{Arc, Mutex};
 
@@ -723,4 +723,71 @@ fn a_short_alert_is_fingerprinted_from_its_characters() {
         panic!("the repeated alert came out unique");
     };
     assert_eq!(m.id, "alert-1");
+}
+
+/// A fingerprinter whose tables come from a start-up image fingerprints exactly like one built
+/// from the resource texts (features, weights, fingerprints, sketches), with the default and a
+/// non-default configuration; a damaged image is never read, but rebuilt and rewritten.
+#[test]
+fn a_start_up_image_fingerprints_like_the_texts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let configs = [
+        FingerprintConfig::default(),
+        FingerprintConfig {
+            keep_single_chars: true,
+            keep_numbers: false,
+            unknown_idf: Some(9.5),
+            ..FingerprintConfig::default()
+        },
+    ];
+    let mut texts: Vec<(String, String)> = vec![("标题".into(), STORY.into())];
+    texts.extend(common::corpus_texts(150));
+    for config in &configs {
+        let plain = Fingerprinter::new(config).expect("plain");
+        let first = Fingerprinter::load(config, Some(dir.path())).expect("first");
+        let ImageUse::Written(path) = first.image_use().clone() else {
+            panic!("first load: {:?}", first.image_use());
+        };
+        let imaged = Fingerprinter::load(config, Some(dir.path())).expect("imaged");
+        assert_eq!(imaged.image_use(), &ImageUse::Read(path.clone()));
+        assert_eq!(imaged.identity(), plain.identity());
+        assert_eq!(imaged.lexicon_features(), plain.lexicon_features());
+        for (title, content) in &texts {
+            match (
+                plain.analyze(title, content),
+                imaged.analyze(title, content),
+            ) {
+                (Ok((w, wf)), Ok((g, gf))) => {
+                    assert_eq!(g, w, "{title}");
+                    assert_eq!(gf, wf, "{title}");
+                }
+                (Err(NoFeatures), Err(NoFeatures)) => {}
+                (w, g) => panic!("{title}: {:?} vs {:?}", w.map(|x| x.0), g.map(|x| x.0)),
+            }
+            assert_eq!(
+                plain.fingerprint(title, content),
+                imaged.fingerprint(title, content)
+            );
+        }
+        // One flipped byte in the middle: refused, rebuilt, rewritten.
+        let mut bytes = std::fs::read(&path).expect("image");
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x40;
+        std::fs::write(&path, &bytes).expect("damage");
+        let rebuilt = Fingerprinter::load(config, Some(dir.path())).expect("rebuilt");
+        assert_eq!(rebuilt.image_use(), &ImageUse::Written(path.clone()));
+        assert_eq!(
+            rebuilt.fingerprint("标题", STORY),
+            plain.fingerprint("标题", STORY)
+        );
+    }
+    // An unwritable place costs only the image.
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").expect("file");
+    let f = Fingerprinter::load(&configs[0], Some(&file)).expect("no image");
+    assert!(
+        matches!(f.image_use(), ImageUse::NotWritten { .. }),
+        "{:?}",
+        f.image_use()
+    );
 }

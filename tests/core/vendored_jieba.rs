@@ -92,3 +92,50 @@ fn added_words_segment_like_upstream() {
         cut_both(&vendored, &upstream, text);
     }
 }
+
+/// A dictionary image (`Jieba::write_snapshot` / `from_snapshot`, what start-up loads instead of
+/// the dictionary text) segments like the crates.io release loaded from the text, and imaging it
+/// again gives the same bytes; words added after loading an image are found like upstream's.
+#[test]
+fn a_dictionary_image_segments_like_the_text_it_was_built_from() {
+    let loaded = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let mut image = Vec::new();
+    loaded.write_snapshot(&mut image).expect("imaged");
+    let mut from_image = jieba_rs::Jieba::from_snapshot(&image).unwrap();
+    let mut again = Vec::new();
+    from_image.write_snapshot(&mut again).expect("imaged");
+    assert!(image == again, "imaging the image changed it");
+    let mut upstream = jieba_rs_upstream::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    for text in TRICKY {
+        cut_both(&from_image, &upstream, text);
+    }
+    for (title, content) in &common::corpus_texts(300) {
+        cut_both(&from_image, &upstream, title);
+        cut_both(&from_image, &upstream, content);
+    }
+    assert_eq!(
+        from_image.add_word("新冠疫苗接种点", Some(100_000), None),
+        upstream.add_word("新冠疫苗接种点", Some(100_000), None)
+    );
+    cut_both(&from_image, &upstream, "新冠疫苗接种点的ai大模型");
+}
+
+/// A damaged image is refused with an error, never loaded.
+#[test]
+fn a_damaged_dictionary_image_is_refused() {
+    let small = "南京 100 ns\n南京市 80 ns\n长江大桥 50 ns\n大桥 40 n\n";
+    let loaded = jieba_rs::Jieba::with_dict(&mut small.as_bytes()).unwrap();
+    let mut image = Vec::new();
+    loaded.write_snapshot(&mut image).expect("imaged");
+    assert!(jieba_rs::Jieba::from_snapshot(&image).is_ok());
+    assert!(jieba_rs::Jieba::from_snapshot(&image[..image.len() - 1]).is_err());
+    assert!(jieba_rs::Jieba::from_snapshot(b"jieba-snap-1 and then nonsense").is_err());
+    let mut longer = image.clone();
+    longer.push(0);
+    assert!(jieba_rs::Jieba::from_snapshot(&longer).is_err());
+    // The first record's tag index (after the 12-byte magic, the count and its frequency)
+    // pointing at a tag that does not exist.
+    let mut bad = image.clone();
+    bad[28..32].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(jieba_rs::Jieba::from_snapshot(&bad).is_err());
+}

@@ -96,6 +96,7 @@ mod hmm;
 #[cfg(any(feature = "tfidf", feature = "textrank"))]
 mod keywords;
 mod posseg;
+mod snapshot;
 mod sparse_dag;
 mod trie;
 

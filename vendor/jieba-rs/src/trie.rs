@@ -344,6 +344,71 @@ impl CharTrie {
     }
 }
 
+/// [newsdedup addition] The trie's tables as an image (see `snapshot.rs`).
+impl CharTrie {
+    pub(crate) fn write_snapshot(&self, w: &mut crate::snapshot::Writer<'_>) {
+        w.u64(self.root.len() as u64);
+        for e in &self.root {
+            w.u32(e.child);
+            w.i32(e.word_id);
+        }
+        w.u64(self.slots.len() as u64);
+        for s in &self.slots {
+            w.u64(s.key);
+            w.u32(s.child);
+            w.i32(s.word_id);
+        }
+        w.u64(self.len as u64);
+        w.u32(self.next_node);
+    }
+
+    /// Reads the tables back, checking what the walks rely on: the table sizes, node ids below
+    /// `next_node` and word ids below `words`. Where each key sits is the hash function's: an
+    /// image is only read by the build that wrote it (the caller keys it by version).
+    pub(crate) fn read_snapshot(r: &mut crate::snapshot::Reader<'_>, words: usize) -> Result<CharTrie, crate::errors::Error> {
+        let bad = |what: &str| crate::errors::Error::InvalidDictEntry(format!("dictionary snapshot: {what}"));
+        let word_ok = |id: i32| id == NO_WORD || (id >= 0 && (id as usize) < words);
+        let n = r.count(8)?;
+        if n != ROOT_TABLE_LEN {
+            return Err(bad("root table size"));
+        }
+        // Node ids are checked against `next_node` once it is known: the largest seen is kept.
+        let mut max_node = 0;
+        let mut words_ok = true;
+        let mut root = Vec::with_capacity(n);
+        for _ in 0..n {
+            let e = RootEntry { child: r.u32()?, word_id: r.i32()? };
+            max_node = max_node.max(e.child & ID_MASK);
+            words_ok &= word_ok(e.word_id);
+            root.push(e);
+        }
+        let n = r.count(16)?;
+        if !n.is_power_of_two() {
+            return Err(bad("slot table size"));
+        }
+        let mut slots = Vec::with_capacity(n);
+        let mut occupied = 0;
+        for _ in 0..n {
+            let slot = Slot { key: r.u64()?, child: r.u32()?, word_id: r.i32()? };
+            if slot.key != 0 {
+                occupied += 1;
+                max_node = max_node.max(slot.child & ID_MASK);
+                words_ok &= word_ok(slot.word_id);
+            }
+            slots.push(slot);
+        }
+        let len = usize::try_from(r.u64()?).map_err(|_| bad("length"))?;
+        let next_node = r.u32()?;
+        if len != occupied || next_node == 0 || next_node > MAX_NODES || len * 8 > n * MAX_LOAD_EIGHTHS {
+            return Err(bad("table counts"));
+        }
+        if max_node >= next_node || !words_ok {
+            return Err(bad("node or word id out of range"));
+        }
+        Ok(CharTrie { root, slots, len, shift: 64 - n.trailing_zeros(), next_node })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
