@@ -25,7 +25,7 @@ pub struct IndexConfig {
     pub sync_writes: bool,
     /// Retention window by event time (`"30d"`; None: keep every article for ever). An indexed
     /// article no longer matches an article more than this newer, and is removed once it is
-    /// more than this older than the newest event time the index has seen (see `rocks`).
+    /// more than this older than the newest event time the index has seen (see `rocks::write`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retention: Option<TimeSpan>,
 }

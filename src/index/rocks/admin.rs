@@ -1,0 +1,844 @@
+//! What operators and the commands around the decision ask of an open index besides reading and
+//! writing articles: durability (`sync`, a `SyncHandle` that syncs from another thread, `flush`,
+//! waiting for background work), the directory, its size and stored identity, `stats` (bucket
+//! occupancy of the block and band families, the age distribution), `verify` (the families and
+//! the counters agree) and `delete` (a takedown). None of it is part of deciding an article; kept
+//! apart so that the read and write files hold only that path.
+
+use super::read::SCAN_BEFORE_SEEK;
+use super::{rocks_err, RocksIndex};
+use crate::error::IndexError;
+use crate::index::bucket::{self, BandBucket};
+use crate::index::layout::{
+    self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
+    parse_expiry_key, parse_id_key, ARTICLES, BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
+};
+use crate::index::{ArticleStore, StoredArticle, StoredDecision};
+use crate::simhash::BLOCKS;
+use crate::time::{format_rfc3339, Bucket, TimeSpan};
+use rocksdb::{ReadOptions, WaitForCompactOptions, WriteBatch, DB};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// See [`RocksIndex::sync_handle`]. Keeps the database open while it lives.
+#[derive(Clone)]
+pub struct SyncHandle {
+    db: Arc<DB>,
+    dir: PathBuf,
+}
+
+impl SyncHandle {
+    /// Makes every write completed before this call durable (fsync of the WAL).
+    pub fn sync(&self) -> Result<(), IndexError> {
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))
+    }
+}
+
+impl std::fmt::Debug for SyncHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncHandle")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+/// Occupancy of one block family: how many fingerprints share a 16-bit block value.
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyStats {
+    pub family: String,
+    /// Simhash block entries (one per unique article).
+    pub entries: u64,
+    pub buckets_used: u32,
+    pub mean_bucket: f64,
+    pub max_bucket: u32,
+    /// Buckets of more than `SCAN_BEFORE_SEEK` fingerprints (templated reports, crafted input):
+    /// lookups finish them by seeks.
+    pub crowded_buckets: u32,
+    /// The largest buckets: (block value as 4 hex digits, entries).
+    pub largest: Vec<(String, u32)>,
+}
+
+/// Occupancy of the `bands` family: how many unique articles share each (band, band key) bucket.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BandStats {
+    pub family: String,
+    /// Band entries (up to 12 per unique article with a sketch).
+    pub entries: u64,
+    /// Distinct (band, band key) buckets.
+    pub buckets_used: u64,
+    pub mean_bucket: f64,
+    pub max_bucket: u32,
+    /// Buckets shared by two or more articles (the candidate path's hits).
+    pub shared_buckets: u64,
+    /// Crowded buckets: shared by more articles than their band's cap (`bucket::cap`), ignored
+    /// by lookups.
+    pub crowded_buckets: u64,
+    /// Entries in crowded buckets.
+    pub crowded_entries: u64,
+    /// The largest buckets (2+ articles): ("band:band key as 16 hex digits", entries).
+    pub largest: Vec<(String, u32)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexStats {
+    pub dir: String,
+    pub articles: u64,
+    pub unique: u64,
+    pub duplicate: u64,
+    pub disk_bytes: u64,
+    pub bytes_per_article: f64,
+    pub identity_digest: String,
+    /// The four block families.
+    pub families: Vec<FamilyStats>,
+    /// The sketch band family.
+    pub bands: BandStats,
+    /// Articles by event time, and what the retention window removes.
+    pub age: AgeStats,
+}
+
+/// The age distribution of the articles (by event time) and what is due for removal.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgeStats {
+    /// Event time of the oldest and newest article (RFC 3339, UTC).
+    pub oldest: Option<String>,
+    pub newest: Option<String>,
+    /// The newest event time the index has seen (removals are measured from it).
+    pub stream_time: Option<String>,
+    /// The retention window the due count is for (`--retention`, else the configured one).
+    pub retention: Option<String>,
+    /// Articles whose event time is before this are due for removal.
+    pub expiry_cutoff: Option<String>,
+    /// Articles due for removal: more than the window older than the stream time (removed by the
+    /// next writes).
+    pub due_for_expiry: u64,
+    /// Articles per UTC day of event time, oldest first (days without articles omitted).
+    pub per_day: Vec<(String, u64)>,
+    /// Articles per week (from Monday), when they span more than 60 days.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_week: Vec<(String, u64)>,
+}
+
+/// Outcome of a consistency check.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyReport {
+    pub articles: u64,
+    pub unique: u64,
+    /// Entries in the four block families.
+    pub block_entries: u64,
+    /// Block entries the unique articles should have (4 each).
+    pub expected_entries: u64,
+    /// Entries in the `bands` family.
+    pub band_entries: u64,
+    /// Band entries the unique articles should have (their sketch's bands).
+    pub expected_band_entries: u64,
+    /// Entries in the `expiry` family (one per article).
+    pub expiry_entries: u64,
+    /// Entries in the `ids` family (one per unique article).
+    pub id_entries: u64,
+    pub problems: Vec<String>,
+}
+
+impl RocksIndex {
+    /// The fingerprint identity stored in the index, if any.
+    pub fn stored_identity(&self) -> Result<Option<String>, IndexError> {
+        let meta = self.cf(META)?;
+        Ok(self
+            .db
+            .get_cf(meta, layout::META_IDENTITY)
+            .map_err(rocks_err(&self.dir))?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Blocks until the flushes and compactions RocksDB has queued are done (after a bulk load,
+    /// say, before measuring or serving latency-sensitive lookups).
+    pub fn wait_for_background_work(&self) -> Result<(), IndexError> {
+        self.db
+            .wait_for_compact(&WaitForCompactOptions::default())
+            .map_err(rocks_err(&self.dir))
+    }
+
+    /// Writes every family's memtable to SST files, as RocksDB does when one fills (a benchmark
+    /// measuring disk use calls it to see what is stored rather than what is buffered).
+    pub fn flush(&self) -> Result<(), IndexError> {
+        for name in BLOCK_FAMILIES
+            .iter()
+            .chain(&[BANDS_FAMILY, IDS, ARTICLES, EXPIRY, META])
+        {
+            self.db
+                .flush_cf(self.cf(name)?)
+                .map_err(rocks_err(&self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// Makes every write so far durable (fsync of the WAL). Called before committing offsets.
+    pub fn sync(&self) -> Result<(), IndexError> {
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))
+    }
+
+    /// A handle that makes the writes done so far durable from any thread (RocksDB's `FlushWAL`
+    /// is thread-safe), so the thread committing offsets can wait for the fsync while the single
+    /// writer goes on deciding.
+    pub fn sync_handle(&self) -> SyncHandle {
+        SyncHandle {
+            db: self.db.clone(),
+            dir: self.dir.clone(),
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Total size of the files in the index directory.
+    pub fn disk_bytes(&self) -> u64 {
+        dir_size(&self.dir)
+    }
+
+    /// Articles, disk size, bucket occupancy of each block family and the age distribution
+    /// (scans the block, band and expiry families). The due count is for `retention`, else the
+    /// index's own window.
+    pub fn stats(&self, top: usize, retention: Option<TimeSpan>) -> Result<IndexStats, IndexError> {
+        let mut families = Vec::new();
+        for name in BLOCK_FAMILIES {
+            let cf = self.cf(name)?;
+            let mut buckets = vec![0u32; 1 << 16];
+            let mut entries = 0u64;
+            let mut it = self.db.raw_iterator_cf_opt(cf, total_order());
+            it.seek_to_first();
+            while let Some(key) = it.key() {
+                if key.len() >= 2 {
+                    buckets[u16::from_be_bytes([key[0], key[1]]) as usize] += 1;
+                }
+                entries += 1;
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+            let used = buckets.iter().filter(|&&b| b > 0).count() as u32;
+            let crowded = buckets
+                .iter()
+                .filter(|&&b| b as usize > SCAN_BEFORE_SEEK)
+                .count() as u32;
+            let mut largest: Vec<(usize, u32)> = buckets
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            largest.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            largest.truncate(top);
+            families.push(FamilyStats {
+                family: name.to_owned(),
+                entries,
+                buckets_used: used,
+                mean_bucket: if used > 0 {
+                    entries as f64 / used as f64
+                } else {
+                    0.0
+                },
+                max_bucket: largest.first().map_or(0, |l| l.1),
+                crowded_buckets: crowded,
+                largest: largest
+                    .into_iter()
+                    .map(|(b, n)| (format!("{b:04x}"), n))
+                    .collect(),
+            });
+        }
+        let bands = self.band_stats(top)?;
+        let age = self.age_stats(retention.or(self.retention))?;
+        let disk_bytes = self.disk_bytes();
+        let identity_digest = self
+            .stored_identity()?
+            .map(|s| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(s.as_bytes())))
+            .unwrap_or_default();
+        Ok(IndexStats {
+            dir: self.dir.display().to_string(),
+            articles: self.counts.articles,
+            unique: self.counts.unique,
+            duplicate: self.counts.articles - self.counts.unique,
+            disk_bytes,
+            bytes_per_article: if self.counts.articles > 0 {
+                disk_bytes as f64 / self.counts.articles as f64
+            } else {
+                0.0
+            },
+            identity_digest,
+            families,
+            bands,
+            age,
+        })
+    }
+
+    /// The age distribution, from the `expiry` family (keys only, oldest first).
+    fn age_stats(&self, retention: Option<TimeSpan>) -> Result<AgeStats, IndexError> {
+        let stream = self.counts.stream_time_ms;
+        let cutoff = retention.map(|r| stream.saturating_sub(r.as_ms()));
+        let mut age = AgeStats {
+            stream_time: (self.counts.articles > 0).then(|| format_rfc3339(stream)),
+            retention: retention.map(|r| r.to_string()),
+            expiry_cutoff: cutoff.map(format_rfc3339),
+            ..AgeStats::default()
+        };
+        let mut days: Vec<(i64, u64)> = Vec::new();
+        let mut weeks: Vec<(i64, u64)> = Vec::new();
+        let (mut oldest, mut newest) = (None, None);
+        let mut it = self.db.raw_iterator_cf(self.cf(EXPIRY)?);
+        it.seek_to_first();
+        while let Some(key) = it.key() {
+            if let Some((event, _)) = parse_expiry_key(key) {
+                oldest.get_or_insert(event);
+                newest = Some(event);
+                if cutoff.is_some_and(|c| event < c) {
+                    age.due_for_expiry += 1;
+                }
+                for (bucket, counts) in [(Bucket::Day, &mut days), (Bucket::Week, &mut weeks)] {
+                    let start = bucket.start(event);
+                    match counts.last_mut() {
+                        Some((s, n)) if *s == start => *n += 1,
+                        _ => counts.push((start, 1)),
+                    }
+                }
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        age.oldest = oldest.map(format_rfc3339);
+        age.newest = newest.map(format_rfc3339);
+        age.per_day = days
+            .into_iter()
+            .map(|(s, n)| (Bucket::Day.label(s), n))
+            .collect();
+        if let (Some(o), Some(n)) = (oldest, newest) {
+            if n - o > 60 * crate::time::MS_PER_DAY {
+                age.per_week = weeks
+                    .into_iter()
+                    .map(|(s, n)| (Bucket::Week.label(s), n))
+                    .collect();
+            }
+        }
+        Ok(age)
+    }
+
+    /// Bucket occupancy of the `bands` family (one pass over its buckets).
+    fn band_stats(&self, top: usize) -> Result<BandStats, IndexError> {
+        let mut stats = BandStats {
+            family: BANDS_FAMILY.to_owned(),
+            ..BandStats::default()
+        };
+        // (entries, band, band key) of the largest buckets so far, pruned now and then.
+        let mut largest: Vec<(u32, u8, u64)> = Vec::new();
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            let (Some((band, key)), Some(found)) = (parse_band_key(key), BandBucket::decode(value))
+            else {
+                return Err(IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
+                });
+            };
+            let n = u32::try_from(found.count).unwrap_or(u32::MAX);
+            it.next();
+            if n == 0 {
+                continue; // emptied, not yet compacted away
+            }
+            stats.entries += found.count;
+            stats.buckets_used += 1;
+            stats.max_bucket = stats.max_bucket.max(n);
+            if n >= 2 {
+                stats.shared_buckets += 1;
+                largest.push((n, band, key));
+                if largest.len() > 2 * top + 64 {
+                    largest.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+                    largest.truncate(top);
+                }
+            }
+            if found.crowded() {
+                stats.crowded_buckets += 1;
+                stats.crowded_entries += u64::from(n);
+            }
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        largest.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+        largest.truncate(top);
+        stats.largest = largest
+            .into_iter()
+            .map(|(n, band, key)| (format!("{band}:{key:016x}"), n))
+            .collect();
+        if stats.buckets_used > 0 {
+            stats.mean_bucket = stats.entries as f64 / stats.buckets_used as f64;
+        }
+        Ok(stats)
+    }
+
+    /// Checks that the families agree: every searchable article has its `ids` entry, its four
+    /// block entries and its sketch band entries; every `ids`, block or band entry points (block
+    /// and band entries through `ids`) at a unique article with that sequence number and
+    /// fingerprint (or band); and the counters match. Reads everything; meant for tests
+    /// and operators after a crash.
+    pub fn verify(&self) -> Result<VerifyReport, IndexError> {
+        let mut report = VerifyReport::default();
+        let articles = self.cf(ARTICLES)?;
+        let bands_cf = self.cf(BANDS_FAMILY)?;
+        let mut it = self.db.raw_iterator_cf(articles);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            let id = String::from_utf8_lossy(key).into_owned();
+            report.articles += 1;
+            let art = self.decode_article(&id, value)?;
+            if art.decision == StoredDecision::Unique {
+                report.unique += 1;
+                match self.id_of(art.seq)? {
+                    Some(found) if found == id => {}
+                    Some(_) => report.problems.push(format!(
+                        "{IDS}: sequence number {} of {id:?} names another id",
+                        art.seq
+                    )),
+                    None => report
+                        .problems
+                        .push(format!("{IDS}: entry of {id:?} is missing")),
+                }
+                for (name, block) in BLOCK_FAMILIES.iter().zip(art.fingerprint.blocks()) {
+                    let cf = self.cf(name)?;
+                    let k = block_key(block, art.fingerprint, art.seq);
+                    if self
+                        .db
+                        .get_pinned_cf(cf, k)
+                        .map_err(rocks_err(&self.dir))?
+                        .is_none()
+                    {
+                        report
+                            .problems
+                            .push(format!("{name}: entry of {id:?} is missing"));
+                    }
+                }
+                report.expected_entries += BLOCKS as u64;
+                if let Some(sketch) = &art.sketch {
+                    for (band, bkey) in sketch.bands() {
+                        report.expected_band_entries += 1;
+                        let found = self
+                            .db
+                            .get_cf(bands_cf, band_key(band as u8, bkey))
+                            .map_err(rocks_err(&self.dir))?;
+                        // A crowded bucket lists no one: its count is checked below.
+                        let listed = found
+                            .as_deref()
+                            .and_then(BandBucket::decode)
+                            .is_some_and(|b| b.crowded() || b.entries.contains(&art.seq));
+                        if !listed {
+                            report.problems.push(format!(
+                                "{BANDS_FAMILY}: sketch band {band} of {id:?} is missing"
+                            ));
+                        }
+                    }
+                }
+            }
+            if self
+                .db
+                .get_cf(self.cf(EXPIRY)?, expiry_key(art.event_ms, art.seq))
+                .map_err(rocks_err(&self.dir))?
+                .as_deref()
+                != Some(key)
+            {
+                report
+                    .problems
+                    .push(format!("{EXPIRY}: entry of {id:?} is missing"));
+            }
+            if art.seq >= self.counts.next_seq {
+                report.problems.push(format!(
+                    "{id:?} has seq {} >= next_seq {}",
+                    art.seq, self.counts.next_seq
+                ));
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        // Every `ids` entry names a unique article with that sequence number.
+        let mut it = self.db.raw_iterator_cf(self.cf(IDS)?);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            report.id_entries += 1;
+            let id = String::from_utf8_lossy(value).into_owned();
+            match (parse_id_key(key), self.get(&id)?) {
+                (Some(seq), Some(art))
+                    if art.seq == seq && art.decision == StoredDecision::Unique => {}
+                (None, _) => report.problems.push(format!("{IDS}: malformed key")),
+                (_, None) => report
+                    .problems
+                    .push(format!("{IDS}: entry points at missing article {id:?}")),
+                _ => report
+                    .problems
+                    .push(format!("{IDS}: entry of {id:?} disagrees with its article")),
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        for name in BLOCK_FAMILIES {
+            let cf = self.cf(name)?;
+            let mut it = self.db.raw_iterator_cf_opt(cf, total_order());
+            it.seek_to_first();
+            while let Some(key) = it.key() {
+                report.block_entries += 1;
+                let Some((_, fp, seq)) = parse_block_key(key) else {
+                    report.problems.push(format!("{name}: malformed key"));
+                    it.next();
+                    continue;
+                };
+                report
+                    .problems
+                    .extend(self.check_entry(name, seq, |art| art.fingerprint == fp)?);
+                it.next();
+            }
+            it.status().map_err(rocks_err(&self.dir))?;
+        }
+        let mut it = self.db.raw_iterator_cf_opt(bands_cf, total_order());
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            let (Some((band, bkey)), Some(found)) =
+                (parse_band_key(key), BandBucket::decode(value))
+            else {
+                report
+                    .problems
+                    .push(format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"));
+                it.next();
+                continue;
+            };
+            report.band_entries += found.count;
+            // (A crowded bucket may have fewer than its cap left: it stays crowded until empty.)
+            if !found.crowded() && found.count as usize > bucket::cap(band) {
+                report.problems.push(format!(
+                    "{BANDS_FAMILY}: bucket {band}:{bkey:016x} lists {} articles, over its cap",
+                    found.count
+                ));
+            }
+            for &seq in &found.entries {
+                report
+                    .problems
+                    .extend(self.check_entry(BANDS_FAMILY, seq, |art| {
+                        art.sketch.is_some_and(|s| {
+                            s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
+                        })
+                    })?);
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        let mut it = self.db.raw_iterator_cf(self.cf(EXPIRY)?);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            report.expiry_entries += 1;
+            let id = String::from_utf8_lossy(value).into_owned();
+            match (parse_expiry_key(key), self.get(&id)?) {
+                (Some(parsed), Some(art))
+                    if parse_expiry_key(&expiry_key(art.event_ms, art.seq)) == Some(parsed) => {}
+                (None, _) => report.problems.push(format!("{EXPIRY}: malformed key")),
+                (_, None) => report
+                    .problems
+                    .push(format!("{EXPIRY}: entry points at missing article {id:?}")),
+                _ => report.problems.push(format!(
+                    "{EXPIRY}: entry of {id:?} disagrees with its article"
+                )),
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        if report.expiry_entries != report.articles {
+            report.problems.push(format!(
+                "{} expiry entries for {} articles",
+                report.expiry_entries, report.articles
+            ));
+        }
+        if report.articles != self.counts.articles || report.unique != self.counts.unique {
+            report.problems.push(format!(
+                "counters say {} articles / {} unique, found {} / {}",
+                self.counts.articles, self.counts.unique, report.articles, report.unique
+            ));
+        }
+        if report.block_entries != report.expected_entries {
+            report.problems.push(format!(
+                "{} block entries for {} unique articles (expected {})",
+                report.block_entries, report.unique, report.expected_entries
+            ));
+        }
+        if report.id_entries != report.unique {
+            report.problems.push(format!(
+                "{} {IDS} entries for {} unique articles",
+                report.id_entries, report.unique
+            ));
+        }
+        if report.band_entries != report.expected_band_entries {
+            report.problems.push(format!(
+                "{} band entries for {} unique articles (expected {})",
+                report.band_entries, report.unique, report.expected_band_entries
+            ));
+        }
+        Ok(report)
+    }
+
+    /// What a block or band entry naming `seq` points at, for `verify`: a problem (`family`:
+    /// ...) when `ids` has no id for it, the id names no article, or the article is not that
+    /// unique article or `agrees` says the entry is not its own.
+    fn check_entry(
+        &self,
+        family: &str,
+        seq: u64,
+        agrees: impl Fn(&StoredArticle) -> bool,
+    ) -> Result<Option<String>, IndexError> {
+        let Some(id) = self.id_of(seq)? else {
+            return Ok(Some(format!(
+                "{family}: entry points at missing article (sequence number {seq})"
+            )));
+        };
+        Ok(match self.get(&id)? {
+            Some(art)
+                if art.seq == seq && art.decision == StoredDecision::Unique && agrees(&art) =>
+            {
+                None
+            }
+            Some(_) => Some(format!(
+                "{family}: entry of {id:?} disagrees with its article"
+            )),
+            None => Some(format!("{family}: entry points at missing article {id:?}")),
+        })
+    }
+
+    /// The id stored in `ids` under `seq`, if any.
+    fn id_of(&self, seq: u64) -> Result<Option<String>, IndexError> {
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(IDS)?, id_key(seq))
+            .map_err(rocks_err(&self.dir))?
+            .map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
+    /// Removes the articles `ids` (a publisher's takedown, a retraction) from every family in one
+    /// atomic write: later copies are judged against what remains. Returns the ids that were
+    /// indexed; the others are ignored. Duplicates that matched a removed article keep their
+    /// stored decision.
+    pub fn delete(&mut self, ids: &[String]) -> Result<Vec<String>, IndexError> {
+        let mut batch = WriteBatch::default();
+        let mut counts = self.counts;
+        let mut deleted = Vec::new();
+        for id in ids {
+            if deleted.contains(id) {
+                continue;
+            }
+            let Some(old) = self.get(id)? else {
+                continue;
+            };
+            self.stage_removal(&mut batch, &mut counts, id, &old)?;
+            deleted.push(id.clone());
+        }
+        if deleted.is_empty() {
+            return Ok(deleted);
+        }
+        self.commit(batch, counts)?;
+        self.db.flush_wal(true).map_err(rocks_err(&self.dir))?;
+        Ok(deleted)
+    }
+}
+
+/// Read options for a scan of a whole family: the prefix-scanned families' memtables (hash
+/// buckets) iterate in key order only when asked to.
+fn total_order() -> ReadOptions {
+    let mut opts = ReadOptions::default();
+    opts.set_total_order_seek(true);
+    opts
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(Result::ok)
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::FingerprintIdentity;
+    use crate::index::IndexConfig;
+    use crate::simhash::Fingerprint;
+    use crate::sketch::{Sketch, BINS};
+    use crate::time::TimeSpan;
+
+    fn identity() -> FingerprintIdentity {
+        FingerprintIdentity {
+            algorithm: "test".into(),
+            ..FingerprintIdentity::default()
+        }
+    }
+
+    fn article(seq: u64, event_ms: i64, bin: u32) -> StoredArticle {
+        let mut bins = [0u32; BINS];
+        for (i, b) in bins.iter_mut().enumerate() {
+            *b = bin.wrapping_mul(7919).wrapping_add(i as u32 * 31);
+        }
+        StoredArticle {
+            event_ms,
+            published_ms: None,
+            event_time_clamped: false,
+            earlier: Vec::new(),
+            seq,
+            fingerprint: Fingerprint(u64::from(bin) * 0x9e37_79b9),
+            url: None,
+            title: None,
+            first_seen_ms: event_ms.max(0) as u64,
+            decision: StoredDecision::Unique,
+            matched: None,
+            sketch: Some(Sketch {
+                bins,
+                shingles: 1000,
+            }),
+            revision: None,
+        }
+    }
+
+    fn band_keys(index: &RocksIndex) -> usize {
+        let mut it = index
+            .db
+            .raw_iterator_cf_opt(index.cf(BANDS_FAMILY).unwrap(), total_order());
+        it.seek_to_first();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next();
+        }
+        n
+    }
+
+    /// Block and band entries name articles by sequence number; lookups find the ids in `ids`,
+    /// and `verify` reports an `ids` entry that is missing or names the wrong article, and a block
+    /// or band entry of an article that is not there. A lookup that meets a missing id fails
+    /// (corruption) instead of matching nothing.
+    #[test]
+    fn entries_name_articles_through_ids_and_verify_checks_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let a = article(0, 0, 1);
+        let b = article(1, 0, 2);
+        index.insert("a", &a, true).unwrap();
+        index.insert("b", &b, true).unwrap();
+        let dup = StoredArticle {
+            decision: StoredDecision::Duplicate,
+            ..article(2, 0, 1)
+        };
+        index.insert("c", &dup, false).unwrap();
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.id_entries, 2, "one per unique article");
+
+        let mut found = Vec::new();
+        index.candidates(a.fingerprint, 3, &mut found).unwrap();
+        assert_eq!(
+            found
+                .iter()
+                .map(|c| (c.seq, c.id.as_str()))
+                .collect::<Vec<_>>(),
+            [(0, "a")]
+        );
+        let mut banded = Vec::new();
+        index
+            .sketch_candidates(b.sketch.as_ref().unwrap(), &mut banded)
+            .unwrap();
+        assert_eq!(banded, [(1, "b".to_owned())]);
+
+        // `ids` names the wrong article for one sequence number and has none for another.
+        let ids = index.cf(IDS).unwrap();
+        index.db.put_cf(ids, id_key(0), b"b").unwrap();
+        index.db.delete_cf(ids, id_key(1)).unwrap();
+        let problems = index.verify().unwrap().problems;
+        for expected in [
+            "ids: sequence number 0 of \"a\" names another id",
+            "ids: entry of \"b\" is missing",
+            "ids: entry of \"b\" disagrees with its article",
+            "block0: entry of \"b\" disagrees with its article",
+            "block0: entry points at missing article (sequence number 1)",
+            "bands: entry points at missing article (sequence number 1)",
+        ] {
+            assert!(
+                problems.iter().any(|p| p == expected),
+                "{expected} not in {problems:?}"
+            );
+        }
+        let err = index
+            .sketch_candidates(b.sketch.as_ref().unwrap(), &mut banded)
+            .unwrap_err();
+        assert!(
+            matches!(err, IndexError::Corrupt { .. })
+                && err.to_string().contains("sequence number 1"),
+            "{err}"
+        );
+    }
+
+    /// Articles removed by the retention window leave empty band buckets, which the next
+    /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
+    /// bucket that loses members stays crowded (and `verify` accepts it).
+    #[test]
+    fn emptied_band_buckets_are_dropped_and_crowded_ones_stay_crowded() {
+        use crate::sketch::{ALL_BANDS, BANDS, BAND_BINS};
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig {
+            retention: Some(TimeSpan::from_days(1)),
+            ..IndexConfig::default()
+        };
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        let day = 86_400_000;
+        // Ten articles share the first containment band's bin (cap 8: crowded); five of them are
+        // old enough to expire when the last article arrives.
+        let shared = BANDS * BAND_BINS;
+        let mut query = None;
+        for seq in 0..10u64 {
+            let mut a = article(seq, if seq < 5 { 0 } else { 3 * day / 4 }, seq as u32 + 1);
+            if let Some(s) = a.sketch.as_mut() {
+                s.bins[shared] = 4242;
+                query.get_or_insert(*s);
+            }
+            index.insert(&format!("old{seq}"), &a, true).unwrap();
+        }
+        let kept = article(10, 3 * day / 2, 100);
+        index.insert("new", &kept, true).unwrap();
+        assert_eq!(index.counts().unique, 6, "five old articles expired");
+        assert!(index.verify().unwrap().problems.is_empty());
+        let stats = index.band_stats(3).unwrap();
+        assert_eq!((stats.crowded_buckets, stats.crowded_entries), (1, 5));
+        // A query sharing only the crowded bucket finds nothing there.
+        let mut q = query.unwrap();
+        for (i, b) in q.bins.iter_mut().enumerate() {
+            if i != shared {
+                *b = b.wrapping_add(1);
+            }
+        }
+        let mut found = Vec::new();
+        index.sketch_candidates(&q, &mut found).unwrap();
+        assert!(found.is_empty(), "{found:?}");
+
+        index.flush().unwrap();
+        assert_eq!(band_keys(&index), 10 * ALL_BANDS - 9 + ALL_BANDS);
+        // The first compaction merges the operands into empty values (RocksDB does not filter a
+        // merge's result in the same pass); the next one drops them.
+        let bands = index.cf(BANDS_FAMILY).unwrap();
+        index
+            .db
+            .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
+        index
+            .db
+            .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
+        assert_eq!(band_keys(&index), 5 * ALL_BANDS - 4 + ALL_BANDS);
+        index
+            .sketch_candidates(kept.sketch.as_ref().unwrap(), &mut found)
+            .unwrap();
+        assert_eq!(found, vec![(10, "new".to_owned())]);
+        assert!(index.verify().unwrap().problems.is_empty());
+    }
+}

@@ -1,0 +1,385 @@
+//! RocksDB implementation of the index: four block column families + sketch bands + ids +
+//! articles + expiry + meta, one directory, every insert one atomic `WriteBatch` (so a process
+//! killed mid-write reopens with the families in agreement: RocksDB replays whole batches from the
+//! WAL or none of them). This file holds the `RocksIndex` handle, its opening (the identity and
+//! format checks, the refusal of an older layout, the per-family options) and the `ArticleStore`
+//! implementation, which hands each call to the file of its concern: `read` (an article by id, the
+//! candidate searches), `write` (every atomic write, and the retention window's removals), `admin`
+//! (durability, stats, verify, delete) and `positions` (the read positions of an index rebuilt
+//! from the output topics). Split so that each concern reads on its own; each file builds only on
+//! this one and the files named before it, never on a later one.
+
+mod admin;
+mod positions;
+mod read;
+mod write;
+
+pub use admin::{AgeStats, BandStats, FamilyStats, IndexStats, SyncHandle, VerifyReport};
+pub use read::{CROWDED_LOOKUPS, SCAN_BEFORE_SEEK};
+pub use write::{EXPIRED_ARTICLES, EXPIRE_BATCH};
+
+use super::bucket;
+use super::layout::{
+    self, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, EXPIRY, IDS, META,
+};
+use super::IndexConfig;
+use super::{ArticleStore, Candidate, IndexCounts, StoredArticle};
+use crate::error::IndexError;
+use crate::fingerprint::FingerprintIdentity;
+use crate::simhash::{Fingerprint, BLOCKS};
+use crate::sketch::Sketch;
+use crate::time::TimeSpan;
+use rocksdb::{
+    compaction_filter::Decision as CompactionDecision, BlockBasedOptions, Cache, ColumnFamily,
+    ColumnFamilyDescriptor, DBCompressionType, MemtableFactory, MergeOperands, Options,
+    SliceTransform, WriteBatch, WriteOptions, DB,
+};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicI64;
+use std::sync::Arc;
+
+/// Merge operands a band bucket collects in the memtable before a write folds them into one value
+/// (when that needs no disk read), so reading a busy bucket stays short.
+const MAX_SUCCESSIVE_MERGES: usize = 16;
+
+/// Largest height of the per-prefix memtable skiplists (see the block families' options).
+const MEMTABLE_SKIPLIST_HEIGHT: i32 = 12;
+
+pub struct RocksIndex {
+    /// Shared with `SyncHandle`s, which fsync the WAL from other threads.
+    db: Arc<DB>,
+    dir: PathBuf,
+    counts: IndexCounts,
+    write_opts: WriteOptions,
+    retention: Option<TimeSpan>,
+    /// No `expiry` entry has an event time below this (i64::MIN: not known yet). Lowered by
+    /// `stage_article`, raised by `remove_expired`.
+    expiry_floor: AtomicI64,
+}
+
+fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
+    move |source| IndexError::Storage {
+        dir: dir.to_owned(),
+        message: source.into_string(),
+    }
+}
+
+impl RocksIndex {
+    /// Opens (creating if needed) the index in `dir` for fingerprints of `identity`.
+    /// Fails with `IdentityMismatch` if the index was built with another fingerprint identity,
+    /// and with `Locked` if another process has it open.
+    pub fn open(
+        dir: &Path,
+        identity: &FingerprintIdentity,
+        config: &IndexConfig,
+    ) -> Result<RocksIndex, IndexError> {
+        let index = Self::open_raw(dir, config)?;
+        let expected = identity.to_json();
+        let meta = index.cf(META)?;
+        match index
+            .db
+            .get_cf(meta, layout::META_IDENTITY)
+            .map_err(rocks_err(dir))?
+        {
+            Some(stored) => {
+                let stored = String::from_utf8_lossy(&stored).into_owned();
+                if stored != expected {
+                    return Err(IndexError::IdentityMismatch {
+                        dir: dir.to_owned(),
+                        stored,
+                        current: expected,
+                    });
+                }
+            }
+            None => {
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, layout::META_IDENTITY, expected.as_bytes());
+                batch.put_cf(meta, layout::META_FORMAT, layout::FORMAT_VERSION.as_bytes());
+                index.db.write(batch).map_err(rocks_err(dir))?;
+            }
+        }
+        Ok(index)
+    }
+
+    /// Opens without checking the fingerprint identity (for `index stats` / `index verify`).
+    /// Fails with `FormatMismatch` if the index was written in another layout version.
+    pub fn open_raw(dir: &Path, config: &IndexConfig) -> Result<RocksIndex, IndexError> {
+        std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
+            dir: dir.to_owned(),
+            source,
+        })?;
+        Self::refuse_older_layout(dir)?;
+        let cache = Cache::new_lru_cache(config.block_cache_mib.max(8) << 20);
+
+        let mut db_opts = Options::default();
+        db_opts.create_if_missing(true);
+        db_opts.create_missing_column_families(true);
+        db_opts.increase_parallelism(2);
+        db_opts.set_max_background_jobs(2);
+        db_opts.set_keep_log_file_num(4);
+        // RocksDB's info log grows with every flush and compaction message (~45 KB a day at 10,000
+        // articles a day); rolled at this size, the 4 kept stay bounded under a years-long run.
+        db_opts.set_max_log_file_size(8 << 20);
+        // The prefix-scanned families keep their memtable in hash buckets (below), which take one
+        // writer at a time; there is only one writer anyway.
+        db_opts.set_allow_concurrent_memtable_write(false);
+
+        let mut families = Vec::with_capacity(BLOCKS + 5);
+        for name in BLOCK_FAMILIES {
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            // Prefix bloom only: lookups are range scans over one 2-byte prefix, never point gets.
+            table.set_bloom_filter(10.0, false);
+            table.set_whole_key_filtering(false);
+            let mut opts = Options::default();
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(2));
+            // No memtable prefix bloom: the hash buckets below already find a prefix (or its
+            // absence) with one probe, and the bloom's own probe was a cache miss on every seek
+            // and every insert (~2% of a `batch` run).
+            // Memtable: one small skiplist per 2-byte prefix instead of one big one. An insert
+            // into a big skiplist walks a dozen cache-missing levels (it was ~1/3 of the decision
+            // thread's time in `batch`); lookups only ever scan one prefix. A node's height is
+            // drawn with P(h > k) = 4^-k, so an ordinary bucket of a few entries stays one or two
+            // levels high; the maximum of 12 only matters for a crowded bucket (templated reports,
+            // crafted input), whose seeks stay logarithmic instead of walking a 4-level list.
+            opts.set_memtable_factory(MemtableFactory::HashSkipList {
+                bucket_count: 1 << 16,
+                height: MEMTABLE_SKIPLIST_HEIGHT,
+                branching_factor: 4,
+            });
+            // Fingerprints are random bits: compression would cost CPU for nothing.
+            opts.set_compression_type(DBCompressionType::None);
+            opts.set_block_based_table_factory(&table);
+            families.push(ColumnFamilyDescriptor::new(name, opts));
+        }
+        {
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            // Band lookups are point reads of 9-byte keys, nearly all of which no other article
+            // shares: the SST files' bloom filters answer those without reading data. (The prefix
+            // extractor is the whole key: the filter is the same, and the hash memtable needs it.)
+            table.set_bloom_filter(10.0, false);
+            table.set_whole_key_filtering(false);
+            let mut opts = Options::default();
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_KEY_LEN));
+            opts.set_merge_operator(
+                "newsdedup.band_bucket.v2",
+                |key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
+                    bucket::merge(key, existing, ops)
+                },
+                // Operands are not combined without the value they apply to.
+                |_: &[u8], _: Option<&[u8]>, _: &MergeOperands| None,
+            );
+            opts.set_max_successive_merges(MAX_SUCCESSIVE_MERGES);
+            // A bucket whose articles have all been removed (retention) leaves an empty value,
+            // dropped when a compaction next rewrites it (not by the one that merges it: RocksDB
+            // filters values, not a merge's result).
+            opts.set_compaction_filter("newsdedup.empty_band_bucket", |_, _: &[u8], v: &[u8]| {
+                if bucket::is_empty(v) {
+                    CompactionDecision::Remove
+                } else {
+                    CompactionDecision::Keep
+                }
+            });
+            // No memtable prefix bloom, as for the block families; one hash bucket per key.
+            opts.set_memtable_factory(MemtableFactory::HashSkipList {
+                bucket_count: 1 << 20,
+                height: MEMTABLE_SKIPLIST_HEIGHT,
+                branching_factor: 4,
+            });
+            // Band keys are hashes: incompressible.
+            opts.set_compression_type(DBCompressionType::None);
+            opts.set_block_based_table_factory(&table);
+            families.push(ColumnFamilyDescriptor::new(BANDS_FAMILY, opts));
+        }
+        // Point reads by key: `ids` (the candidates' sequence numbers, written in ascending order)
+        // and `articles` (by id).
+        for name in [IDS, ARTICLES] {
+            let mut table = BlockBasedOptions::default();
+            table.set_block_cache(&cache);
+            table.set_bloom_filter(10.0, false);
+            let mut opts = Options::default();
+            opts.set_compression_type(DBCompressionType::Lz4);
+            opts.set_block_based_table_factory(&table);
+            families.push(ColumnFamilyDescriptor::new(name, opts));
+        }
+        // Small sequential keys, written in event-time order under a steady stream.
+        let mut expiry_opts = Options::default();
+        expiry_opts.set_compression_type(DBCompressionType::Lz4);
+        families.push(ColumnFamilyDescriptor::new(EXPIRY, expiry_opts));
+        families.push(ColumnFamilyDescriptor::new(META, Options::default()));
+
+        let db = DB::open_cf_descriptors(&db_opts, dir, families).map_err(|source| {
+            let msg = source.to_string();
+            if msg.contains("LOCK") || msg.contains("lock") {
+                IndexError::Locked {
+                    dir: dir.to_owned(),
+                }
+            } else {
+                IndexError::Storage {
+                    dir: dir.to_owned(),
+                    message: msg,
+                }
+            }
+        })?;
+        let mut write_opts = WriteOptions::default();
+        write_opts.set_sync(config.sync_writes);
+        let mut index = RocksIndex {
+            db: Arc::new(db),
+            dir: dir.to_owned(),
+            counts: IndexCounts::default(),
+            write_opts,
+            retention: config.retention,
+            expiry_floor: AtomicI64::new(i64::MIN),
+        };
+        match index
+            .db
+            .get_cf(index.cf(META)?, layout::META_FORMAT)
+            .map_err(rocks_err(dir))?
+        {
+            Some(stored) if stored != layout::FORMAT_VERSION.as_bytes() => {
+                return Err(IndexError::FormatMismatch {
+                    dir: dir.to_owned(),
+                    stored: String::from_utf8_lossy(&stored).into_owned(),
+                    current: layout::FORMAT_VERSION.to_owned(),
+                });
+            }
+            _ => {}
+        }
+        index.counts = index.read_counts()?;
+        Ok(index)
+    }
+
+    /// An existing index without the `bands` family predates format 2, without `expiry` format 3,
+    /// without `ids` format 6. Detected before the normal
+    /// open, which would add the missing family and leave a directory the previous version can no
+    /// longer open; the stored format is read from a read-only open for the error message.
+    fn refuse_older_layout(dir: &Path) -> Result<(), IndexError> {
+        let Ok(existing) = DB::list_cf(&Options::default(), dir) else {
+            return Ok(()); // no database yet
+        };
+        let has = |name: &str| existing.iter().any(|f| f == name);
+        if !has(META) || (has(BANDS_FAMILY) && has(EXPIRY) && has(IDS)) {
+            return Ok(());
+        }
+        let db = DB::open_cf_for_read_only(&Options::default(), dir, &existing, false)
+            .map_err(rocks_err(dir))?;
+        let stored = match db.cf_handle(META) {
+            Some(meta) => db
+                .get_cf(meta, layout::META_FORMAT)
+                .map_err(rocks_err(dir))?
+                .map(|v| String::from_utf8_lossy(&v).into_owned()),
+            None => None,
+        };
+        Err(IndexError::FormatMismatch {
+            dir: dir.to_owned(),
+            stored: stored.unwrap_or_else(|| "(none recorded)".to_owned()),
+            current: layout::FORMAT_VERSION.to_owned(),
+        })
+    }
+
+    fn cf(&self, name: &str) -> Result<&ColumnFamily, IndexError> {
+        self.db.cf_handle(name).ok_or_else(|| IndexError::Corrupt {
+            dir: self.dir.clone(),
+            message: format!("column family {name} is missing"),
+        })
+    }
+
+    fn read_counts(&self) -> Result<IndexCounts, IndexError> {
+        let meta = self.cf(META)?;
+        match self
+            .db
+            .get_cf(meta, layout::META_COUNTS)
+            .map_err(rocks_err(&self.dir))?
+        {
+            None => Ok(IndexCounts::default()),
+            Some(v) if v.len() == 32 => {
+                let word =
+                    |i: usize| u64::from_be_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+                Ok(IndexCounts {
+                    articles: word(0),
+                    unique: word(1),
+                    next_seq: word(2),
+                    stream_time_ms: word(3) as i64,
+                })
+            }
+            Some(v) => Err(IndexError::Corrupt {
+                dir: self.dir.clone(),
+                message: format!("meta counters have {} bytes, expected 32", v.len()),
+            }),
+        }
+    }
+
+    fn encode_counts(c: &IndexCounts) -> [u8; 32] {
+        let mut v = [0u8; 32];
+        v[0..8].copy_from_slice(&c.articles.to_be_bytes());
+        v[8..16].copy_from_slice(&c.unique.to_be_bytes());
+        v[16..24].copy_from_slice(&c.next_seq.to_be_bytes());
+        v[24..32].copy_from_slice(&c.stream_time_ms.to_be_bytes());
+        v
+    }
+}
+
+// Here rather than in `read`: `insert` and `replace` write, and the writes read (the stored
+// version whose entries a replacement or a removal deletes), so only the parent can hold both.
+impl ArticleStore for RocksIndex {
+    fn get_sketch(&self, id: &str) -> Result<Option<Sketch>, IndexError> {
+        self.read_sketch(id)
+    }
+
+    fn get(&self, id: &str) -> Result<Option<StoredArticle>, IndexError> {
+        self.read_article(id)
+    }
+
+    fn candidates(
+        &self,
+        fp: Fingerprint,
+        max_distance: u32,
+        out: &mut Vec<Candidate>,
+    ) -> Result<(), IndexError> {
+        self.scan_blocks(fp, max_distance, out)
+    }
+
+    fn sketch_candidates(
+        &self,
+        sketch: &Sketch,
+        out: &mut Vec<(u64, String)>,
+    ) -> Result<(), IndexError> {
+        self.scan_bands(sketch, out).map(drop)
+    }
+
+    fn sketch_lookup(
+        &self,
+        sketch: &Sketch,
+        out: &mut Vec<(u64, String)>,
+    ) -> Result<u16, IndexError> {
+        self.scan_bands(sketch, out)
+    }
+
+    fn insert(
+        &mut self,
+        id: &str,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
+        self.write_article(id, None, article, searchable)
+    }
+
+    fn replace(
+        &mut self,
+        id: &str,
+        previous: &StoredArticle,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
+        self.write_article(id, Some(previous), article, searchable)
+    }
+
+    fn counts(&self) -> IndexCounts {
+        self.counts
+    }
+
+    fn retention(&self) -> Option<TimeSpan> {
+        self.retention
+    }
+}

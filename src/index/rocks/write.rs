@@ -1,0 +1,258 @@
+//! Writes and the retention window. Every change of the index's articles is one atomic
+//! `WriteBatch` that carries the counters: an article with all its bookkeeping (`stage_article`,
+//! which every writer of articles uses: the decision's insert, a rebuild), the removal of one
+//! (`stage_removal`, for `delete` and expiry), and after each write the removals the retention
+//! window makes due (`remove_expired`). Kept in one file so that what a write touches, and what
+//! undoes it, can be checked against each other in one place.
+//!
+//! Retention window (`[index] retention`). Every article has an event time (see
+//! [`crate::index::event_time`]). Two rules, both by event time:
+//! - Matching: the decision skips an indexed article more than the window older than the article
+//!   being decided (`dedup`, a query-time check: it holds at once, whatever is still on disk).
+//! - Removal: an article is removed once it is more than the window older than the stream time,
+//!   the newest event time the index has seen (kept in `meta` with the counters, in the same atomic
+//!   write). The stream time only moves forward, so replaying an old archive removes nothing
+//!   recent; only the archive's own articles that are already out of the window go.
+//!
+//! Removal has no stop-the-world pass. `stage_article` adds an `expiry` entry (event time ||
+//! sequence number -> id) to the article's own write batch, so the queue of removals sorts oldest
+//! first and always agrees with the articles. After each write, the single writer removes what is
+//! due in one more atomic write of at most [`EXPIRE_BATCH`] articles, from every family, with the
+//! counters (so they stay exact and `verify` passes at every moment); a backlog (a window just
+//! made shorter) is worked off [`EXPIRE_BATCH`] articles per write. The writer keeps in memory a
+//! floor below which the queue is known to be empty: when nothing is due (nearly every write) the
+//! check costs a comparison, and when something is, the scan starts at the floor, past the
+//! tombstones of earlier removals, and ends at the cutoff. A compaction filter was not used: it
+//! cannot remove an article's block and band entries in the same atomic step as the article, and
+//! the counters would drift.
+
+use super::{rocks_err, RocksIndex};
+use crate::error::IndexError;
+use crate::index::bucket;
+use crate::index::layout::{
+    self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDS_FAMILY,
+    BLOCK_FAMILIES, EXPIRY, IDS, META,
+};
+use crate::index::{ArticleStore, IndexCounts, StoredArticle, StoredDecision};
+use rocksdb::{ReadOptions, WriteBatch};
+use std::sync::atomic::Ordering;
+
+/// Counter: articles removed by the retention window.
+pub const EXPIRED_ARTICLES: &str = "newsdedup_index_expired_total";
+/// Most articles removed by the retention window in one write (see the module comment).
+pub const EXPIRE_BATCH: usize = 1_000;
+
+impl RocksIndex {
+    /// Writes `batch` with the new `counts` in the same atomic write, then removes what the
+    /// retention window makes due (see the module comment).
+    pub(super) fn commit(
+        &mut self,
+        batch: WriteBatch,
+        counts: IndexCounts,
+    ) -> Result<(), IndexError> {
+        self.write_with_counts(batch, counts)?;
+        self.remove_expired()?;
+        Ok(())
+    }
+
+    fn write_with_counts(
+        &mut self,
+        mut batch: WriteBatch,
+        counts: IndexCounts,
+    ) -> Result<(), IndexError> {
+        batch.put_cf(
+            self.cf(META)?,
+            layout::META_COUNTS,
+            Self::encode_counts(&counts),
+        );
+        self.db
+            .write_opt(batch, &self.write_opts)
+            .map_err(rocks_err(&self.dir))?;
+        self.counts = counts;
+        Ok(())
+    }
+
+    /// Removes up to [`EXPIRE_BATCH`] articles that are more than the retention window older
+    /// than the stream time, from every family, in one atomic write with the counters. Returns
+    /// how many. Called by every write; a no-op without a window or when nothing is due.
+    pub fn remove_expired(&mut self) -> Result<u64, IndexError> {
+        let Some(retention) = self.retention else {
+            return Ok(0);
+        };
+        let cutoff = self.counts.stream_time_ms.saturating_sub(retention.as_ms());
+        let floor = self.expiry_floor.load(Ordering::Relaxed);
+        if floor >= cutoff {
+            return Ok(0);
+        }
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(expiry_key(floor.max(0), 0).to_vec());
+        opts.set_iterate_upper_bound(expiry_key(cutoff, 0).to_vec());
+        let expiry = self.cf(EXPIRY)?;
+        let mut due: Vec<(Vec<u8>, String)> = Vec::new();
+        let mut it = self.db.raw_iterator_cf_opt(expiry, opts);
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            if due.len() == EXPIRE_BATCH {
+                break;
+            }
+            due.push((key.to_vec(), String::from_utf8_lossy(value).into_owned()));
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        drop(it);
+        // Everything below the cutoff is gone after this write, or (a full batch) everything
+        // below the last key removed.
+        let new_floor = match due.last() {
+            Some((key, _)) if due.len() == EXPIRE_BATCH => {
+                parse_expiry_key(key).map_or(floor, |(event, _)| event)
+            }
+            _ => cutoff,
+        };
+        let mut batch = WriteBatch::default();
+        let mut counts = self.counts;
+        let mut removed = 0u64;
+        for (key, id) in &due {
+            match self.get(id)? {
+                Some(art) if expiry_key(art.event_ms, art.seq).as_slice() == key.as_slice() => {
+                    self.stage_removal(&mut batch, &mut counts, id, &art)?;
+                    removed += 1;
+                }
+                // Not the article's current entry: nothing else refers to it.
+                _ => batch.delete_cf(expiry, key),
+            }
+        }
+        if !due.is_empty() {
+            self.write_with_counts(batch, counts)?;
+        }
+        if removed > 0 {
+            metrics::counter!(EXPIRED_ARTICLES).increment(removed);
+        }
+        // `&mut self`: nothing was staged since `floor` was read, so `new_floor` (>= `floor`) is
+        // what the queue now guarantees.
+        self.expiry_floor.fetch_max(new_floor, Ordering::Relaxed);
+        Ok(removed)
+    }
+
+    /// Adds to `batch` (and `counts`) the removal of the stored article `old` under `id` from
+    /// every family: the article, its expiry entry, its block and band entries.
+    pub(super) fn stage_removal(
+        &self,
+        batch: &mut WriteBatch,
+        counts: &mut IndexCounts,
+        id: &str,
+        old: &StoredArticle,
+    ) -> Result<(), IndexError> {
+        batch.delete_cf(self.cf(ARTICLES)?, id.as_bytes());
+        counts.articles = counts.articles.saturating_sub(1);
+        self.delete_entries(batch, counts, old)
+    }
+
+    /// Adds to `batch` the removal of an article's expiry entry and, when it is searchable
+    /// (unique), its block and band entries (and the unique count).
+    fn delete_entries(
+        &self,
+        batch: &mut WriteBatch,
+        counts: &mut IndexCounts,
+        old: &StoredArticle,
+    ) -> Result<(), IndexError> {
+        batch.delete_cf(self.cf(EXPIRY)?, expiry_key(old.event_ms, old.seq));
+        if old.decision != StoredDecision::Unique {
+            return Ok(());
+        }
+        counts.unique = counts.unique.saturating_sub(1);
+        batch.delete_cf(self.cf(IDS)?, id_key(old.seq));
+        for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
+            batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
+        }
+        if let Some(sketch) = &old.sketch {
+            let bands = self.cf(BANDS_FAMILY)?;
+            let op = bucket::remove(old.seq);
+            for (band, key) in sketch.bands() {
+                batch.merge_cf(bands, band_key(band as u8, key), &op);
+            }
+        }
+        Ok(())
+    }
+
+    /// One atomic write: the article, its block and band entries when searchable, the removal of
+    /// `previous`'s entries when it replaces a stored version, and the counters.
+    pub(super) fn write_article(
+        &mut self,
+        id: &str,
+        previous: Option<&StoredArticle>,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
+        let mut counts = self.counts;
+        let mut batch = WriteBatch::default();
+        self.stage_article(&mut batch, &mut counts, id, previous, article, searchable)?;
+        self.commit(batch, counts)
+    }
+
+    /// Adds to `batch` (and `counts`) what `write_article` writes for one article: the article,
+    /// its expiry entry, its block and band entries when searchable, the removal of `previous`'s
+    /// entries, and the stream time. Every writer of articles goes through it; a bulk writer
+    /// stages several and writes them at once with `commit` (which also removes what is due).
+    pub(super) fn stage_article(
+        &self,
+        batch: &mut WriteBatch,
+        counts: &mut IndexCounts,
+        id: &str,
+        previous: Option<&StoredArticle>,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
+        let mut value = Vec::with_capacity(256);
+        value.push(layout::ARTICLE_VALUE_FORMAT);
+        match &article.sketch {
+            Some(s) => {
+                value.push(1);
+                value.extend_from_slice(&s.to_bytes());
+            }
+            None => value.push(0),
+        }
+        let json_part = StoredArticle {
+            sketch: None,
+            ..article.clone()
+        };
+        serde_json::to_writer(&mut value, &json_part).map_err(|e| IndexError::Corrupt {
+            dir: self.dir.clone(),
+            message: format!("cannot encode article {id:?}: {e}"),
+        })?;
+        counts.next_seq = counts.next_seq.max(article.seq + 1);
+        match previous {
+            None => counts.articles += 1,
+            Some(old) => self.delete_entries(batch, counts, old)?,
+        }
+        batch.put_cf(self.cf(ARTICLES)?, id.as_bytes(), &value);
+        // The retention window's bookkeeping: the article's place in the removal queue, and the
+        // stream time.
+        batch.put_cf(
+            self.cf(EXPIRY)?,
+            expiry_key(article.event_ms, article.seq),
+            id.as_bytes(),
+        );
+        counts.stream_time_ms = counts.stream_time_ms.max(article.stream_time_ms());
+        self.expiry_floor
+            .fetch_min(article.event_ms, Ordering::Relaxed);
+        if searchable {
+            counts.unique += 1;
+            batch.put_cf(self.cf(IDS)?, id_key(article.seq), id.as_bytes());
+            for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {
+                batch.put_cf(
+                    self.cf(name)?,
+                    block_key(block, article.fingerprint, article.seq),
+                    [],
+                );
+            }
+            if let Some(sketch) = &article.sketch {
+                let bands = self.cf(BANDS_FAMILY)?;
+                let op = bucket::append(article.seq);
+                for (band, key) in sketch.bands() {
+                    batch.merge_cf(bands, band_key(band as u8, key), &op);
+                }
+            }
+        }
+        Ok(())
+    }
+}
