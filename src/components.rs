@@ -9,7 +9,7 @@ use crate::config::{Config, DedupConfig, FingerprintConfig, ImageConfig, IndexCo
 use crate::dedup::Deduper;
 use crate::error::IndexError;
 use crate::error::ResourceError;
-use crate::fingerprint::Fingerprinter;
+use crate::fingerprint::{FingerprintIdentity, Fingerprinter};
 use crate::index::RocksIndex;
 use crate::simhash::GUARANTEED_DISTANCE;
 use crate::time::{TimeSpan, UtcOffset};
@@ -119,6 +119,29 @@ impl Components {
                 source,
             }
         })
+    }
+
+    /// The fingerprinter and the index in `dir`, loaded and opened side by side (both take tens
+    /// of milliseconds at start-up; the index only needs the fingerprint identity, which is known
+    /// before the tables are loaded).
+    pub fn open(&self, dir: &Path) -> Result<(Fingerprinter, RocksIndex), BuildError> {
+        let identity = FingerprintIdentity::for_config(&self.fingerprint)?;
+        let (fingerprinter, index) = std::thread::scope(|scope| {
+            let index = scope.spawn(|| {
+                RocksIndex::open(dir, &identity, &self.index).map_err(|source| {
+                    BuildError::Index {
+                        dir: dir.to_owned(),
+                        source,
+                    }
+                })
+            });
+            let fingerprinter = self.fingerprinter();
+            let index = index
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (fingerprinter, index)
+        });
+        Ok((fingerprinter?, index?))
     }
 
     /// The decision rule over `index`.

@@ -99,6 +99,16 @@ pub struct FingerprintIdentity {
 }
 
 impl FingerprintIdentity {
+    /// The identity of the fingerprints a `Fingerprinter` loaded with `config` makes, without
+    /// loading it (reads and hashes the resource files): lets an index be opened meanwhile.
+    pub fn for_config(config: &FingerprintConfig) -> Result<Self, ResourceError> {
+        let (dict, _) = read_resource(&config.dict_path, BUILTIN_DICT, "dictionary")?;
+        let (idf, _) = read_resource(&config.idf_path, BUILTIN_IDF, "IDF table")?;
+        let (stopwords, _) =
+            read_resource(&config.stopwords_path, BUILTIN_STOPWORDS, "stop-word list")?;
+        Ok(Self::of(config, &dict, &idf, &stopwords))
+    }
+
     /// The identity of fingerprints made with `config` and these resource texts.
     fn of(config: &FingerprintConfig, dict: &str, idf: &str, stopwords: &str) -> Self {
         // Destructured, so that a new parameter does not compile until its place in the identity

@@ -445,13 +445,27 @@ fn load_config(common: &CommonOpts) -> Result<Config> {
 /// warning (every start then builds the tables again).
 fn fingerprinter(components: &Components) -> Result<Fingerprinter> {
     let fp = components.fingerprinter()?;
+    warn_about_image(&fp);
+    Ok(fp)
+}
+
+/// The fingerprinter and the index in `dir` of `components` (see [`fingerprinter`]).
+fn fingerprinter_and_index(
+    components: &Components,
+    dir: &Path,
+) -> Result<(Fingerprinter, RocksIndex)> {
+    let (fp, index) = components.open(dir)?;
+    warn_about_image(&fp);
+    Ok((fp, index))
+}
+
+fn warn_about_image(fp: &Fingerprinter) {
     if let ImageUse::NotWritten { path, error } = fp.image_use() {
         eprintln!(
             "newsdedup: warning: cannot write the start-up image {}: {error} (each start builds the tables again: set [image] dir to a writable directory, or enabled = false)",
             path.display()
         );
     }
-    Ok(fp)
 }
 
 /// The configuration file and the engine's parts as `overrides` change them; warnings printed.
@@ -565,8 +579,8 @@ fn cmd_batch(
     opts: &BatchOptions,
     components: &Components,
 ) -> Result<()> {
-    let fp = fingerprinter(components)?;
-    let mut deduper = components.deduper(components.open_index(index_dir, &fp)?);
+    let (fp, index) = fingerprinter_and_index(components, index_dir)?;
+    let mut deduper = components.deduper(index);
     let mut out = open_output(output)?;
     let summary = batch::run_batch(open_input(Some(input))?, &mut out, &fp, &mut deduper, opts)
         .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
@@ -840,8 +854,7 @@ fn cmd_index_rebuild(
     quiet: bool,
     components: &Components,
 ) -> Result<()> {
-    let fp = fingerprinter(components)?;
-    let mut index = components.open_index(index_dir, &fp)?;
+    let (fp, mut index) = fingerprinter_and_index(components, index_dir)?;
     let progress = (!quiet).then_some(Duration::from_secs(5));
     let summary = match &source {
         Source::Files(inputs) => {

@@ -306,7 +306,8 @@ pub(crate) fn close(
 /// Loads the fingerprint resources and opens (and locks) the index.
 pub(crate) fn open_index(settings: &Settings) -> Result<(Fingerprinter, RocksIndex)> {
     let components = &settings.components;
-    let fingerprinter = components.fingerprinter()?;
+    let dir = &settings.service.index_dir;
+    let (fingerprinter, index) = components.open(dir)?;
     match fingerprinter.image_use() {
         ImageUse::Read(path) => tracing::info!("fingerprint tables read from {}", path.display()),
         ImageUse::Written(path) => tracing::info!(
@@ -319,8 +320,6 @@ pub(crate) fn open_index(settings: &Settings) -> Result<(Fingerprinter, RocksInd
         ),
         ImageUse::Off => {}
     }
-    let dir = &settings.service.index_dir;
-    let index = components.open_index(dir, &fingerprinter)?;
     let counts = crate::index::ArticleStore::counts(&index);
     tracing::info!(
         "index {} open: {} articles ({} unique); fingerprint identity {}; retention {}",
