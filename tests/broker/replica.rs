@@ -113,41 +113,39 @@ fn assert_verifies(index: &Path) {
     );
 }
 
-/// Waits for a standby's /ready to say it is caught up.
-fn wait_ready(standby: &common::kafka::Service) {
+/// Polls `done` every 200 ms until it gives None; fails with its last message after 60 s.
+fn wait_for(standby: &common::kafka::Service, mut done: impl FnMut() -> Option<String>) {
     let start = Instant::now();
-    loop {
-        if let Some((200, body)) = standby.http("/ready") {
-            assert!(body.contains("caught up"), "{body}");
-            return;
-        }
+    while let Some(waiting) = done() {
         assert!(
             start.elapsed() < Duration::from_secs(60),
-            "standby never ready: {}",
+            "{waiting}: {}",
             standby.log()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
 
+/// Waits for a standby's /ready to say it is caught up.
+fn wait_ready(standby: &common::kafka::Service) {
+    wait_for(standby, || match standby.http("/ready") {
+        Some((200, body)) => {
+            assert!(body.contains("caught up"), "{body}");
+            None
+        }
+        _ => Some("standby never ready".into()),
+    });
+}
+
 /// Waits until the standby has applied `n` records (its counter counts applied records only).
 fn wait_applied(standby: &common::kafka::Service, n: usize) {
-    let start = Instant::now();
-    loop {
+    wait_for(standby, || {
         let applied = standby
             .http("/metrics")
             .map(|(_, body)| common::kafka::metric(&body, "newsdedup_standby_records_total"))
             .unwrap_or(0.0);
-        if applied >= n as f64 {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "standby applied {applied} of {n} records: {}",
-            standby.log()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        (applied < n as f64).then(|| format!("standby applied {applied} of {n} records"))
+    });
 }
 
 fn covered(coords: &[(i32, i64)]) -> HashSet<(i32, i64)> {

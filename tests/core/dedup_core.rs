@@ -90,21 +90,24 @@ fn word_id_path_equals_string_path() {
     ];
     texts.extend(common::corpus_texts(250));
     for (title, content) in &texts {
-        let got = fast.analyze(title, content);
-        let want = reference.analyze(title, content);
-        match (got, want) {
-            (Ok((g, gf)), Ok((w, wf))) => {
-                assert_eq!(g, w, "{title}");
-                assert_eq!(gf, wf, "{title}");
-            }
-            (Err(NoFeatures), Err(NoFeatures)) => {}
-            (g, w) => panic!("{title}: {:?} vs {:?}", g.map(|x| x.0), w.map(|x| x.0)),
-        }
-        assert_eq!(
-            fast.fingerprint(title, content),
-            reference.fingerprint(title, content)
-        );
+        assert_same_analysis(&fast, &reference, title, content);
     }
+}
+
+/// `got` and `want` find the same features, weights and fingerprint in an article.
+fn assert_same_analysis(got: &Fingerprinter, want: &Fingerprinter, title: &str, content: &str) {
+    match (got.analyze(title, content), want.analyze(title, content)) {
+        (Ok((g, gf)), Ok((w, wf))) => {
+            assert_eq!(g, w, "{title}");
+            assert_eq!(gf, wf, "{title}");
+        }
+        (Err(NoFeatures), Err(NoFeatures)) => {}
+        (g, w) => panic!("{title}: {:?} vs {:?}", g.map(|x| x.0), w.map(|x| x.0)),
+    }
+    assert_eq!(
+        got.fingerprint(title, content),
+        want.fingerprint(title, content)
+    );
 }
 
 #[test]
@@ -753,21 +756,7 @@ fn a_start_up_image_fingerprints_like_the_texts() {
         assert_eq!(imaged.identity(), plain.identity());
         assert_eq!(imaged.lexicon_features(), plain.lexicon_features());
         for (title, content) in &texts {
-            match (
-                plain.analyze(title, content),
-                imaged.analyze(title, content),
-            ) {
-                (Ok((w, wf)), Ok((g, gf))) => {
-                    assert_eq!(g, w, "{title}");
-                    assert_eq!(gf, wf, "{title}");
-                }
-                (Err(NoFeatures), Err(NoFeatures)) => {}
-                (w, g) => panic!("{title}: {:?} vs {:?}", w.map(|x| x.0), g.map(|x| x.0)),
-            }
-            assert_eq!(
-                plain.fingerprint(title, content),
-                imaged.fingerprint(title, content)
-            );
+            assert_same_analysis(&imaged, &plain, title, content);
         }
         // One flipped byte in the middle: refused, rebuilt, rewritten.
         let mut bytes = std::fs::read(&path).expect("image");
