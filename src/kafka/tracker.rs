@@ -29,6 +29,8 @@ struct PartitionState {
     released_upto: Option<i64>,
     /// One past the highest registered offset.
     consumed_upto: Option<i64>,
+    /// The first offset registered under this epoch.
+    first: Option<i64>,
     /// Last offset confirmed committed by the broker.
     committed: Option<i64>,
     /// Messages released since the last commit.
@@ -43,6 +45,15 @@ impl PartitionState {
             .filter(|p| !p.done)
             .map(|p| p.bytes)
             .sum()
+    }
+
+    /// Offsets released (done) beyond the last confirmed commit: lost to this member if the
+    /// partition goes now.
+    fn released_uncommitted(&self) -> u64 {
+        match (self.released_upto, self.committed.or(self.first)) {
+            (Some(released), Some(from)) => u64::try_from(released - from).unwrap_or(0),
+            _ => 0,
+        }
     }
 
     fn release(&mut self) {
@@ -76,6 +87,10 @@ pub struct OffsetTracker {
     next_epoch: u64,
     in_flight: usize,
     in_flight_bytes: usize,
+    /// Records dropped in flight (revoked, lost or reassigned partitions), ever.
+    abandoned: u64,
+    /// Offsets done but not committed when their partition was dropped, ever.
+    dropped_uncommitted: u64,
 }
 
 /// An offset that can be committed for a partition.
@@ -112,8 +127,7 @@ impl OffsetTracker {
                 ..Default::default()
             },
         ) {
-            self.in_flight -= old.pending.len();
-            self.in_flight_bytes -= old.bytes_not_done();
+            self.drop_state(&old);
         }
         epoch
     }
@@ -123,12 +137,24 @@ impl OffsetTracker {
     pub fn revoke(&mut self, partition: i32) -> usize {
         match self.partitions.remove(&partition) {
             Some(old) => {
-                self.in_flight -= old.pending.len();
-                self.in_flight_bytes -= old.bytes_not_done();
+                self.drop_state(&old);
                 old.pending.len()
             }
             None => 0,
         }
+    }
+
+    fn drop_state(&mut self, old: &PartitionState) {
+        self.in_flight -= old.pending.len();
+        self.in_flight_bytes -= old.bytes_not_done();
+        self.abandoned += old.pending.len() as u64;
+        self.dropped_uncommitted += old.released_uncommitted();
+    }
+
+    /// What dropped partitions took with them, ever: (records abandoned in flight, offsets done
+    /// but not committed).
+    pub fn given_up(&self) -> (u64, u64) {
+        (self.abandoned, self.dropped_uncommitted)
     }
 
     pub fn is_assigned(&self, partition: i32) -> bool {
@@ -156,6 +182,7 @@ impl OffsetTracker {
             return 0;
         };
         // A re-delivered offset (the client rewound) that is still pending is tracked once.
+        state.first.get_or_insert(offset);
         if let std::collections::btree_map::Entry::Vacant(slot) = state.pending.entry(offset) {
             slot.insert(Pending { done: false, bytes });
             self.in_flight += 1;
@@ -295,6 +322,30 @@ mod tests {
             .iter()
             .map(|c| (c.partition, c.offset))
             .collect()
+    }
+
+    #[test]
+    fn a_dropped_partition_counts_what_it_takes_with_it() {
+        let mut t = OffsetTracker::new();
+        let e = t.assign(0);
+        t.set_committed(0, 10);
+        for o in 10..15 {
+            t.register(0, o);
+        }
+        // 10..12 done (released, not committed), 12 and 14 pending, 13 done but behind 12.
+        for o in [10, 11, 13] {
+            t.done(0, e, o);
+        }
+        assert_eq!(t.given_up(), (0, 0));
+        assert_eq!(t.revoke(0), 3);
+        assert_eq!(t.given_up(), (3, 2));
+        // Never committed: counted from the first offset registered.
+        let e = t.assign(1);
+        t.register(1, 100);
+        t.register(1, 101);
+        t.done(1, e, 100);
+        t.assign(1);
+        assert_eq!(t.given_up(), (4, 3));
     }
 
     #[test]
