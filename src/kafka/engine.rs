@@ -211,8 +211,10 @@ pub struct EngineHandle {
     control: Sender<Control>,
     failure: Arc<Mutex<Option<String>>>,
     abandon: Arc<AtomicBool>,
-    /// The store's own sync, done on the caller's thread (see the module docs).
-    sync_handle: Option<SyncHandle>,
+    /// The store's own sync, done on the caller's thread (see the module docs); emptied when
+    /// the engine shuts down, so that no clone of a handle keeps the index open past
+    /// [`Engine::shutdown`] (a handle holds the database).
+    sync_handle: Option<Arc<Mutex<Option<SyncHandle>>>>,
     /// Set when the stage must stop deciding (a failed sync, an output that can never be
     /// delivered, a panicked thread): nothing after the failure is decided.
     halted: Arc<AtomicBool>,
@@ -224,7 +226,12 @@ impl EngineHandle {
     /// sync handle (`timeout` does not apply: an fsync cannot be interrupted), else by asking the
     /// decision thread (waiting at most `timeout`). A failed sync stops the decision stage.
     pub fn sync(&self, timeout: Duration) -> Result<(), EngineError> {
-        if let Some(handle) = &self.sync_handle {
+        if let Some(slot) = &self.sync_handle {
+            // Held during the fsync, so that the shutdown waits for it before closing the index.
+            let guard = slot.lock();
+            let Some(handle) = guard.as_ref() else {
+                return Err(self.stopped());
+            };
             let start = Instant::now();
             let result = handle.sync();
             self.sync_secs.record(start.elapsed().as_secs_f64());
@@ -354,7 +361,7 @@ impl Engine {
             control: control_tx,
             failure: failure.clone(),
             abandon: abandon.clone(),
-            sync_handle: decider.sync_handle(),
+            sync_handle: decider.sync_handle().map(|h| Arc::new(Mutex::new(Some(h)))),
             halted: Arc::new(AtomicBool::new(false)),
             sync_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "sync"),
         };
@@ -419,6 +426,9 @@ impl Engine {
     /// Finishes queued work (unless abandoned), makes the index durable and closes it.
     pub fn shutdown(mut self) {
         self.jobs = None;
+        if let Some(slot) = &self.handle.sync_handle {
+            slot.lock().take();
+        }
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
