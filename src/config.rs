@@ -73,8 +73,9 @@ pub struct ServiceConfig {
     /// ... or as soon as this many messages are done since the last commit
     #[arg(long, env = "NEWSDEDUP_COMMIT_EVERY", default_value_t = defaults().commit_every)]
     pub commit_every: u64,
-    /// On SIGINT/SIGTERM, wait at most this long (ms) for in-flight work before committing and
-    /// exiting
+    /// On SIGINT/SIGTERM, the whole stop (finishing in-flight records, the final commit, leaving
+    /// the group, closing the index) ends within this many ms; work not finished by then is not
+    /// committed (processed again after a restart) and the exit status is 75
     #[arg(long, env = "NEWSDEDUP_SHUTDOWN_TIMEOUT_MS", default_value_t = defaults().shutdown_timeout_ms)]
     pub shutdown_timeout_ms: u64,
     /// On partition revocation, wait at most this long (ms) for the revoked partitions' in-flight

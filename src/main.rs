@@ -306,6 +306,11 @@ fn main() {
         None => HashSet::new(),
     };
     if let Err(e) = dispatch(cli, &given, &command_line) {
+        // A stop that left work for the next start is not an error: nothing is lost.
+        if let Some(stop) = e.downcast_ref::<newsdedup::kafka::stop::IncompleteStop>() {
+            eprintln!("newsdedup: {stop}");
+            std::process::exit(newsdedup::kafka::stop::EXIT_INCOMPLETE_STOP);
+        }
         eprintln!("newsdedup: error: {e:#}");
         std::process::exit(1);
     }

@@ -91,7 +91,7 @@ pub fn replay(
         counts: counts.clone(),
     };
     let mut engine = service::start_engine(decider, fingerprinter, settings, sink, &abandon);
-    let consumer = service::create_consumer(settings, &tracker, &engine, &health)?;
+    let consumer = service::create_consumer(settings, &tracker, &engine, &health, &stop)?;
     let mut tpl = TopicPartitionList::new();
     for s in &spans {
         tpl.add_partition_offset(&topic, s.partition, Offset::Offset(s.start))
@@ -109,7 +109,7 @@ pub fn replay(
         !plan.quiet,
         started,
     );
-    let exit = consumer::run_bounded(&consumer, &mut engine, settings, &stop, &mut bounds);
+    let exit = consumer::run_bounded(&consumer, &mut engine, settings, &mut bounds);
     let elapsed = started.elapsed();
     progress.finish();
 
@@ -119,7 +119,7 @@ pub fn replay(
         .into_iter()
         .filter_map(|p| Some((p.partition, p.committed?)))
         .collect();
-    service::close(producer, consumer, engine, &exit, runtime);
+    let exit = service::close(producer, consumer, engine, exit, runtime, None);
     let summary = Summary {
         topic: &topic,
         group: &settings.service.group_id,
@@ -129,11 +129,11 @@ pub fn replay(
         committed: &committed,
     };
     match exit {
-        LoopExit::Fatal(f) => {
+        LoopExit::Fatal { error, .. } => {
             eprintln!("replay: stopped: {}", summary.to_json());
-            bail!("the replay stopped after a fatal error: {f}")
+            bail!("the replay stopped after a fatal error: {error}")
         }
-        LoopExit::Shutdown { .. } if !bounds.complete() => {
+        LoopExit::Shutdown(_) if !bounds.complete() => {
             eprintln!("replay: interrupted: {}", summary.to_json());
             let resume: Vec<String> = bounds
                 .open()
@@ -151,7 +151,7 @@ pub fn replay(
                 resume.join(",")
             )
         }
-        LoopExit::Shutdown { .. } => {
+        LoopExit::Shutdown(_) => {
             eprintln!("replay: done: {}", summary.to_json());
             if counts.records() == 0 {
                 bail!("nothing to replay: no record of {topic:?} was in the given range");

@@ -1,6 +1,7 @@
 //! `newsdedup run` (and `standby`): wires the index, the engine, the Kafka clients, the metrics
-//! endpoint and the signal handlers together, and runs until SIGINT/SIGTERM (exit 0 after
-//! draining) or a fatal error (exit non-zero).
+//! endpoint and the signal handlers together, and runs until SIGINT/SIGTERM (a stop within
+//! `--shutdown-timeout-ms`: exit 0 when everything decided was committed, 75 when work was left
+//! for the next start) or a fatal error (exit non-zero).
 
 use crate::config::Config;
 use crate::fingerprint::{Fingerprinter, ImageUse};
@@ -8,6 +9,7 @@ use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
 use crate::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
 use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
+use crate::kafka::stop::{self, IncompleteStop, Phase, StopReport, StopRequest};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::watch::{Watch, WatchConfig};
 use crate::kafka::{Health, ServiceClientContext, State};
@@ -59,7 +61,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
         sink,
         &abandon,
     );
-    let consumer = create_consumer(&settings, &tracker, &engine, &health)?;
+    let consumer = create_consumer(&settings, &tracker, &engine, &health, &stop)?;
     consumer
         .subscribe(&[&settings.service.input_topic])
         .with_context(|| format!("cannot subscribe to {}", settings.service.input_topic))?;
@@ -75,17 +77,21 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
             plain_bootstrap: settings.plaintext_bootstrap(),
         },
     );
-    let exit = consumer::run_loop(&consumer, &mut engine, &settings, &stop);
-    watch.stop();
+    let exit = consumer::run_loop(&consumer, &mut engine, &settings);
 
-    close(Some(producer), consumer, engine, &exit, runtime);
+    let exit = close(Some(producer), consumer, engine, exit, runtime, Some(watch));
     match exit {
-        LoopExit::Shutdown { .. } => {
+        LoopExit::Shutdown(report) => {
             health.set_state(State::Stopped);
-            tracing::info!("stopped cleanly");
-            Ok(())
+            if report.clean() {
+                Ok(())
+            } else {
+                Err(IncompleteStop(report.summary()).into())
+            }
         }
-        LoopExit::Fatal(f) => bail!("the service stopped after a fatal error: {f}"),
+        LoopExit::Fatal { error, .. } => {
+            bail!("the service stopped after a fatal error: {error}")
+        }
     }
 }
 
@@ -185,7 +191,7 @@ pub fn standby(
         &fingerprinter,
         &output_topics(&settings),
         (&settings.components).into(),
-        &stop,
+        stop.flag(),
         &status,
         Duration::from_secs(2),
     );
@@ -278,29 +284,106 @@ pub(crate) fn start_engine<D: DecisionStage, K: OutputSink>(
     )
 }
 
-/// Shutdown after the consumer loop: outputs flushed, consumer closed (with `run`, its revoke
-/// callback commits once more), then the engine (final WAL sync, RocksDB closed).
+/// The rest of the stop after the consumer loop (which drained and committed), each phase by
+/// its deadline in the stop's budget: leave the consumer group (the group watch ended first),
+/// close the engine (final WAL sync, RocksDB closed), stop the runtime, destroy the Kafka
+/// clients. Logs the summary line and returns `exit` with the stop's report completed.
 pub(crate) fn close(
     producer: Option<OutputProducer>,
     consumer: Arc<consumer::InputConsumer>,
     engine: Engine,
-    exit: &LoopExit,
+    mut exit: LoopExit,
     runtime: tokio::runtime::Runtime,
-) {
-    let started = Instant::now();
-    if let Some(producer) = &producer {
-        if let Err(e) = producer::flush(producer, Duration::from_secs(10)) {
-            tracing::warn!("producer flush: {e}");
-        }
+    watch: Option<Watch>,
+) -> LoopExit {
+    let budget = exit.stop().budget;
+    let leave_until = budget.deadline(Phase::Leave);
+    // The watch only observes; one stuck in a request to a broker that does not answer is
+    // left to end with the process.
+    if let Some(watch) = watch {
+        watch.stop_by(leave_until);
     }
-    drop(consumer);
-    if matches!(exit, LoopExit::Shutdown { abandoned } if *abandoned > 0) {
+    let left = leave_group(consumer, leave_until);
+    exit.stop_mut().left_group = Some(left);
+    if !left {
+        tracing::warn!(
+            "stop: {} cut short after {:.1}s: the consumer did not close in time (no answer from the group coordinator); the group gives this member's partitions to another member after session.timeout.ms",
+            Phase::Leave.as_str(),
+            budget.elapsed().as_secs_f64()
+        );
+    }
+
+    if exit.stop().abandoned > 0 {
         engine.handle().abandon();
     }
     engine.shutdown();
-    drop(producer);
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    tracing::info!("closed in {:?}", started.elapsed());
+    runtime.shutdown_timeout(Duration::from_secs(2).min(budget.left(Phase::Close)));
+    // Destroying the producer waits for its threads (and purges what it still holds).
+    let destroyed = stop::finish_by("producer-close", budget.deadline(Phase::Close), move || {
+        drop(producer);
+    });
+    if destroyed.is_none() {
+        tracing::warn!(
+            "stop: {} cut short after {:.1}s: the Kafka producer did not close in time",
+            Phase::Close.as_str(),
+            budget.elapsed().as_secs_f64()
+        );
+    }
+    log_summary(&exit);
+    exit
+}
+
+/// Leaves the consumer group (revoke callback, LeaveGroup) and destroys the consumer, by
+/// `deadline`; false if that is not done by then. rdkafka's drop closes the consumer and waits
+/// for the close without bound, so it runs on a thread of its own.
+fn leave_group(consumer: Arc<consumer::InputConsumer>, deadline: Instant) -> bool {
+    match Arc::try_unwrap(consumer) {
+        Ok(consumer) => stop::finish_by("leave-group", deadline, move || drop(consumer)).is_some(),
+        Err(consumer) => {
+            // A thread stuck in a request to a broker that does not answer (a commit, the
+            // group watch) still holds it: close it from here, and never destroy it (the
+            // process ends soon).
+            let closed = close_by(&consumer, deadline);
+            std::mem::forget(consumer);
+            closed
+        }
+    }
+}
+
+/// Closes the consumer (leaving its group), serving the close's callbacks, until `deadline`.
+fn close_by(consumer: &consumer::InputConsumer, deadline: Instant) -> bool {
+    if let Err(e) = consumer.close_queue() {
+        // No group to leave, or nothing a close could do.
+        tracing::debug!("closing the consumer: {e}");
+        return true;
+    }
+    while !consumer.closed() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let _ = consumer.poll(left.min(Duration::from_millis(100)));
+    }
+    true
+}
+
+fn log_summary(exit: &LoopExit) {
+    let report: &StopReport = exit.stop();
+    let over = report
+        .budget
+        .elapsed()
+        .saturating_sub(report.budget.limit());
+    if !over.is_zero() {
+        tracing::warn!(
+            "stop: closing ran {:.1}s past --shutdown-timeout-ms (closing the index cannot be cut short)",
+            over.as_secs_f64()
+        );
+    }
+    match exit {
+        LoopExit::Fatal { .. } => tracing::warn!("{}", report.fatal_summary()),
+        LoopExit::Shutdown(_) if report.clean() => tracing::info!("{}", report.summary()),
+        LoopExit::Shutdown(_) => tracing::warn!("{}", report.summary()),
+    }
 }
 
 /// Loads the fingerprint resources and opens (and locks) the index.
@@ -366,15 +449,16 @@ fn serve_endpoints(
     Ok(())
 }
 
-/// SIGTERM / SIGINT: the first sets the returned flag (stop fetching, drain, commit); a second
-/// one exits at once. A watchdog ends the process if draining outlives `shutdown_timeout` by far.
+/// SIGTERM / SIGINT: the first requests the stop (its budget, `shutdown_timeout`, counts from
+/// then); a second one exits at once. A watchdog ends the process if the stop outlives its
+/// budget by [`stop::WATCHDOG_MARGIN`] (a phase that cannot be cut short hangs).
 pub(crate) fn install_signal_handlers(
     runtime: &tokio::runtime::Runtime,
     shutdown_timeout: Duration,
-) -> Result<Arc<AtomicBool>> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let watchdog = shutdown_timeout + Duration::from_secs(30);
+) -> Result<Arc<StopRequest>> {
+    let stop = Arc::new(StopRequest::new(shutdown_timeout));
+    let request = stop.clone();
+    let watchdog = shutdown_timeout + stop::WATCHDOG_MARGIN;
     let signals = runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         Ok::<_, std::io::Error>((
@@ -393,10 +477,10 @@ pub(crate) fn install_signal_handlers(
             match first {
                 None => {
                     first = Some(Instant::now());
-                    tracing::info!("{name} received: stopping (fetch paused, draining in-flight work, then commit); send it again to exit at once");
-                    flag.store(true, Ordering::SeqCst);
-                    // Last resort, so that the process always ends: drain, flush, commit and
-                    // close normally take far less.
+                    request.request();
+                    tracing::info!("{name} received: stopping within {:.1}s (--shutdown-timeout-ms): fetch paused, in-flight records finished, offsets committed, group left, index closed; send it again to exit at once", shutdown_timeout.as_secs_f64());
+                    // Last resort, beyond the budget: every phase but closing the index is cut
+                    // short at its deadline.
                     std::thread::spawn(move || {
                         std::thread::sleep(watchdog);
                         eprintln!("newsdedup: error: shutdown did not finish within {watchdog:?}; exiting without closing cleanly (nothing is lost: uncommitted records are processed again on restart)");
@@ -422,6 +506,7 @@ pub(crate) fn create_consumer(
     tracker: &Arc<Mutex<OffsetTracker>>,
     engine: &Engine,
     health: &Arc<Health>,
+    stop: &Arc<StopRequest>,
 ) -> Result<Arc<consumer::InputConsumer>> {
     let shared = Arc::new(Shared::new(
         settings.service.input_topic.clone(),
@@ -430,6 +515,7 @@ pub(crate) fn create_consumer(
         health.clone(),
         settings.rebalance_timeout(),
         settings.offset_reset(),
+        stop.clone(),
     ));
     let consumer = consumer::create_consumer(
         &settings.consumer_properties,

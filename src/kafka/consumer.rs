@@ -20,10 +20,13 @@
 //!   start offsets (no rebalance callbacks run), and a [`Bounds`] decides for each fetched record
 //!   whether it is in range; the loop ends like a shutdown (drain, final commit) once every
 //!   partition is done.
+//! * Stop ([`super::stop`]): one budget from the signal for draining, the final commit, leaving
+//!   the group and closing; a wait inside a callback never outlasts the drain.
 
 use super::engine::{Engine, EngineError, EngineHandle};
 use super::exclusive::{Closed, Facts, Gate, Observed, Signal, Verdict, WaitFacts, Waiting};
 use super::record::InputMessage;
+use super::stop::{self, CommitResult, Phase, StopReport, StopRequest};
 use super::tracker::OffsetTracker;
 use super::{Health, ServiceClientContext, State};
 use crate::metrics as m;
@@ -75,6 +78,9 @@ pub struct Shared {
     watermarks: Mutex<HashMap<i32, i64>>,
     /// Serialises commits (committer thread, rebalance callback, final commit).
     commit_lock: Mutex<()>,
+    /// The stop request and its budget: bounds the waits of the rebalance callbacks once a stop
+    /// is under way.
+    pub stop: Arc<StopRequest>,
 }
 
 impl Shared {
@@ -85,6 +91,7 @@ impl Shared {
         health: Arc<Health>,
         rebalance_timeout: Duration,
         offset_reset: Option<bool>,
+        stop: Arc<StopRequest>,
     ) -> Shared {
         Shared {
             topic,
@@ -102,6 +109,7 @@ impl Shared {
             suspect_logged: Mutex::new(HashSet::new()),
             watermarks: Mutex::new(HashMap::new()),
             commit_lock: Mutex::new(()),
+            stop,
         }
     }
 }
@@ -176,22 +184,35 @@ impl ConsumerContext for ConsumerCtx {
                     tracing::warn!(
                         "assignment of partitions {parts:?} was lost (session timed out?): {abandoned} in-flight records abandoned, nothing committed for them; the next owner resumes from the last commit"
                     );
+                } else if shared.stop.final_commit_over() {
+                    // Leaving the group at the end of a stop: the final commit is made, and what
+                    // is still in flight was abandoned with the drain.
+                    metrics::counter!(m::REBALANCES, "kind" => "revoke").increment(1);
+                    let mut t = shared.tracker.lock();
+                    for p in &parts {
+                        t.revoke(*p);
+                    }
                 } else {
                     metrics::counter!(m::REBALANCES, "kind" => "revoke").increment(1);
                     let n = shared.tracker.lock().in_flight_of(&parts);
+                    // During a stop, the wait ends with the drain.
+                    let wait = shared.stop.bounded(shared.rebalance_timeout);
                     tracing::info!(
-                        "partitions {parts:?} of {} revoked: finishing {n} in-flight records (up to {:?}) and committing before releasing them",
+                        "partitions {parts:?} of {} revoked: finishing {n} in-flight records (up to {wait:?}) and committing before releasing them",
                         shared.topic,
-                        shared.rebalance_timeout
                     );
-                    let deadline = Instant::now() + shared.rebalance_timeout;
+                    let deadline = Instant::now() + wait;
                     while shared.tracker.lock().in_flight_of(&parts) > 0
-                        && Instant::now() < deadline
+                        && !shared
+                            .stop
+                            .bounded(deadline.saturating_duration_since(Instant::now()))
+                            .is_zero()
                         && shared.engine.failure().is_none()
                     {
                         std::thread::sleep(Duration::from_millis(5));
                     }
-                    match commit_done(consumer, shared, Some(&parts), Some(REVOKE_COMMIT_LOCK_WAIT)) {
+                    let lock_wait = shared.stop.bounded(REVOKE_COMMIT_LOCK_WAIT);
+                    match commit_done(consumer, shared, Some(&parts), Some(lock_wait)) {
                         Ok(_) => {}
                         Err(e) => tracing::warn!("commit on revoke failed: {e}; the next owner may process some records again"),
                     }
@@ -288,11 +309,12 @@ fn start_offsets(
     shared: &Shared,
     tpl: &mut TopicPartitionList,
 ) -> Vec<String> {
-    const TIMEOUT: Duration = Duration::from_secs(10);
+    // During a stop (an assignment while draining), no longer than the drain.
+    let timeout = shared.stop.bounded(Duration::from_secs(10));
     let topic = shared.topic.as_str();
     let parts = partitions_of(tpl, topic);
     let mut resume = Vec::with_capacity(parts.len());
-    let committed = match consumer.committed_offsets(tpl.clone(), TIMEOUT) {
+    let committed = match consumer.committed_offsets(tpl.clone(), timeout) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(
@@ -312,7 +334,7 @@ fn start_offsets(
             }
             _ => {
                 let reset = shared.offset_reset.and_then(|earliest| {
-                    match consumer.fetch_watermarks(topic, p, TIMEOUT) {
+                    match consumer.fetch_watermarks(topic, p, timeout) {
                         Ok((low, high)) => Some(if earliest { low } else { high }),
                         Err(e) => {
                             tracing::warn!("cannot read the offsets of {topic} [{p}]: {e}; librdkafka looks them up");
@@ -503,13 +525,29 @@ impl Committer {
     }
 }
 
-/// Why the consumer loop ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Why the consumer loop ended, and how its stop went so far (drain and final commit; the
+/// caller leaves the group and closes).
+#[derive(Debug, Clone)]
 pub enum LoopExit {
-    /// SIGINT/SIGTERM: drained (or abandoned after the timeout) and committed.
-    Shutdown { abandoned: usize },
+    /// SIGINT/SIGTERM (or a bounded consumption complete): drained, or abandoned at the drain's
+    /// deadline, and committed.
+    Shutdown(StopReport),
     /// The decision stage failed (index error): what was done before is committed.
-    Fatal(String),
+    Fatal { error: String, stop: StopReport },
+}
+
+impl LoopExit {
+    pub fn stop(&self) -> &StopReport {
+        match self {
+            LoopExit::Shutdown(stop) | LoopExit::Fatal { stop, .. } => stop,
+        }
+    }
+
+    pub fn stop_mut(&mut self) -> &mut StopReport {
+        match self {
+            LoopExit::Shutdown(stop) | LoopExit::Fatal { stop, .. } => stop,
+        }
+    }
 }
 
 /// Pauses or resumes fetching of the whole current assignment.
@@ -736,18 +774,17 @@ pub trait Bounds {
     fn complete(&self) -> bool;
 }
 
-/// Consumes until `stop` is set or the decision stage fails, then drains and commits.
+/// Consumes until a stop is requested (`Shared::stop`) or the decision stage fails, then drains
+/// and commits within the stop's budget.
 pub fn run_loop(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
     settings: &Settings,
-    stop: &AtomicBool,
 ) -> LoopExit {
     consume(
         consumer,
         engine,
         settings,
-        stop,
         None,
         Some(GroupRules::new(settings)),
     )
@@ -759,10 +796,9 @@ pub fn run_bounded(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
     settings: &Settings,
-    stop: &AtomicBool,
     bounds: &mut dyn Bounds,
 ) -> LoopExit {
-    consume(consumer, engine, settings, stop, Some(bounds), None)
+    consume(consumer, engine, settings, Some(bounds), None)
 }
 
 fn pause_partition(consumer: &InputConsumer, topic: &str, partition: i32) {
@@ -777,7 +813,6 @@ fn consume(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
     settings: &Settings,
-    stop: &AtomicBool,
     mut bounds: Option<&mut dyn Bounds>,
     mut group: Option<GroupRules>,
 ) -> LoopExit {
@@ -805,7 +840,7 @@ fn consume(
     shared.health.set_state(State::Running);
 
     let fatal = loop {
-        if stop.load(Ordering::SeqCst) || bounds.as_ref().is_some_and(|b| b.complete()) {
+        if shared.stop.is_requested() || bounds.as_ref().is_some_and(|b| b.complete()) {
             break None;
         }
         if let Some(f) = shared.engine.failure() {
@@ -910,27 +945,42 @@ fn consume(
         }
     };
 
-    // Drain: stop fetching, keep polling (callbacks, membership) until in-flight work is done.
+    finish(consumer, &shared, committer, fatal)
+}
+
+/// Longest drain after a fatal error (records behind the failed one are never acknowledged).
+const FATAL_DRAIN: Duration = Duration::from_secs(10);
+
+/// The stop after the consumer loop: fetching paused, in-flight work drained (decided and its
+/// outputs acknowledged) until the drain's deadline, then the final commit until the commit's;
+/// whatever is not done by then is abandoned, never committed, processed again after a restart.
+fn finish(
+    consumer: &Arc<InputConsumer>,
+    shared: &Arc<Shared>,
+    committer: Committer,
+    fatal: Option<String>,
+) -> LoopExit {
+    // The budget counts from the signal; a loop that ended by itself starts it now.
+    let budget = shared.stop.begin();
     match &fatal {
         Some(f) => shared.health.fail(f.clone()),
         None => shared.health.set_state(State::Draining),
     }
     set_paused(consumer, true);
-    let timeout = if fatal.is_some() {
-        settings.shutdown_timeout().min(Duration::from_secs(10))
-    } else {
-        settings.shutdown_timeout()
-    };
-    let start = Instant::now();
+    // The group's members no longer matter to this member.
+    shared.watch.stop();
+    let (abandoned_before, dropped_before) = shared.tracker.lock().given_up();
     let in_flight = shared.tracker.lock().in_flight();
-    match &fatal {
-        None => tracing::info!(
-            "stopping: fetch paused, waiting for {in_flight} in-flight records (up to {timeout:?})"
-        ),
-        Some(f) => tracing::error!("stopping after a fatal error: {f}"),
+    let mut report = StopReport::new(budget, in_flight);
+    let mut drain_until = budget.deadline(Phase::Drain);
+    if let Some(f) = &fatal {
+        tracing::error!("stopping after a fatal error: {f}");
+        drain_until = drain_until.min(Instant::now() + FATAL_DRAIN);
     }
+
+    // Drain: keep polling (callbacks, membership) until in-flight work is done.
     let mut last_progress = (in_flight, Instant::now());
-    let abandoned = loop {
+    let left = loop {
         let n = shared.tracker.lock().in_flight();
         if n == 0 {
             break 0;
@@ -941,32 +991,78 @@ fn consume(
         // After a fatal error, records behind the failed one are never acknowledged: stop once
         // acknowledgements stop arriving.
         let stuck = fatal.is_some() && last_progress.1.elapsed() > Duration::from_secs(2);
-        if start.elapsed() >= timeout || stuck {
+        if Instant::now() >= drain_until || stuck {
             break n;
         }
         // Records returned now are ignored: never registered, so never committed.
         let _ = consumer.poll(Duration::from_millis(20));
         shared.health.polled();
     };
-    if abandoned > 0 {
+    if left > 0 {
         shared.engine.abandon();
-        if fatal.is_none() {
+    }
+    let (abandoned_after, dropped_after) = shared.tracker.lock().given_up();
+    let revoked = usize::try_from(abandoned_after - abandoned_before).unwrap_or(usize::MAX);
+    report.abandoned = left.saturating_add(revoked);
+    report.dropped_uncommitted = dropped_after - dropped_before;
+    if fatal.is_none() && (report.abandoned > 0 || report.dropped_uncommitted > 0) {
+        tracing::warn!(
+            "stop: draining cut short after {:.1}s: {} in-flight records abandoned ({left} still unacknowledged at the drain's deadline, {revoked} with partitions revoked or lost meanwhile){}; none of it is committed: it is processed again after a restart (same decisions)",
+            budget.elapsed().as_secs_f64(),
+            report.abandoned,
+            if report.dropped_uncommitted > 0 {
+                format!(
+                    ", and {} done offsets of those partitions not committed",
+                    report.dropped_uncommitted
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+
+    // Final commit, on a thread of its own: a synchronous commit to a broker that does not
+    // answer cannot be interrupted, and must not hold the stop past its deadline.
+    let (c, s) = (consumer.clone(), shared.clone());
+    let commit_until = budget.deadline(Phase::Commit);
+    let committed = stop::finish_by("final-commit", commit_until, move || {
+        committer.stop();
+        commit_done(&c, &s, None, None)
+    });
+    shared.stop.set_final_commit_over();
+    report.commit = match committed {
+        Some(Ok(n)) => CommitResult::Done(n),
+        Some(Err(e)) => {
             tracing::warn!(
-                "shutdown timeout ({timeout:?}) reached: abandoning {abandoned} in-flight records; they are not committed and will be processed again (same decisions) after a restart"
+                "stop: final commit failed after {:.1}s: {e}; records done since the last commit are processed again after a restart",
+                budget.elapsed().as_secs_f64()
             );
+            CommitResult::Failed(e.to_string())
         }
+        None => {
+            tracing::warn!(
+                "stop: final commit cut short after {:.1}s: no answer in time (broker or index); records done since the last commit are processed again after a restart",
+                budget.elapsed().as_secs_f64()
+            );
+            CommitResult::CutShort
+        }
+    };
+    {
+        let t = shared.tracker.lock();
+        report.left_uncommitted = t.commit_candidates(None).len();
+        report.committed = t
+            .progress()
+            .into_iter()
+            .map(|p| (p.partition, p.committed))
+            .collect();
     }
-    committer.stop();
-    match commit_done(consumer, &shared, None, None) {
-        Ok(n) => tracing::info!("final commit done ({n} partitions advanced)"),
-        Err(e) => tracing::warn!(
-            "final commit failed: {e}; records after the last commit will be processed again"
-        ),
-    }
-    export_progress(&shared);
+    export_progress(shared);
     match fatal {
-        Some(f) => LoopExit::Fatal(f),
-        None => LoopExit::Shutdown { abandoned },
+        Some(error) => LoopExit::Fatal {
+            error,
+            stop: report,
+        },
+        None => LoopExit::Shutdown(report),
     }
 }
 

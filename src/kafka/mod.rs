@@ -18,6 +18,7 @@
 //! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling; bounded by
 //!   [`consumer::Bounds`] for `replay`.
 //! * [`range`]: where `replay` starts and stops in each partition.
+//! * [`stop`]: the shutdown budget and its phases' deadlines (pure, but for two thread helpers).
 
 pub mod audit_source;
 pub mod consumer;
@@ -28,6 +29,7 @@ pub mod group;
 pub mod producer;
 pub mod range;
 pub mod record;
+pub mod stop;
 pub mod tracker;
 pub mod watch;
 

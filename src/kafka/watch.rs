@@ -48,9 +48,14 @@ impl Watch {
         Watch { handle, shared }
     }
 
-    pub fn stop(self) {
+    /// Stops it, waiting until `deadline` at most: a look in progress waits for its requests
+    /// (up to 5 s each) to a broker that may not answer; the thread is then left to end with
+    /// the process.
+    pub fn stop_by(self, deadline: Instant) {
         self.shared.watch.stop();
-        let _ = self.handle.join();
+        if !super::stop::join_by(self.handle, deadline) {
+            tracing::debug!("the group watch is still waiting for the broker; not waiting for it");
+        }
     }
 }
 
