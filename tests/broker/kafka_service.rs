@@ -453,7 +453,8 @@ fn kafka_rebalance_commits_before_releasing_partitions() {
 
     let (a_log, b_log) = (first.log(), second.log());
     assert!(a_log.contains("revoked: finishing"), "{a_log}");
-    assert!(b_log.contains("revoked: finishing"), "{b_log}");
+    // The second member's own stop drains and commits its partitions before it leaves.
+    assert!(b_log.contains("stopped cleanly"), "{b_log}");
     let b_assigned: Vec<&str> = b_log
         .lines()
         .filter(|l| l.contains("assigned; resuming"))

@@ -11,6 +11,7 @@ mod kafka_chaos;
 mod kafka_hardening;
 mod kafka_retention;
 mod kafka_service;
+mod kafka_stop;
 mod kafka_tls;
 mod prometheus_scrape;
 mod replay;

@@ -78,6 +78,21 @@ impl Broker {
         ]);
     }
 
+    /// The broker's process id (from the state directory).
+    pub fn pid(&self) -> u32 {
+        let text = std::fs::read_to_string(self.state.join("broker.pid")).expect("broker.pid");
+        text.trim().parse().expect("broker pid")
+    }
+
+    /// Freezes the broker process (SIGSTOP): its connections stay open and nothing is answered,
+    /// what clients see of a hung or overloaded broker. It runs again (SIGCONT) when the guard
+    /// is dropped, panics included, so that it can be stopped.
+    pub fn freeze(&self) -> Frozen {
+        let pid = self.pid();
+        assert!(signal_pid(pid, "-STOP"), "cannot freeze broker pid {pid}");
+        Frozen { pid }
+    }
+
     pub fn create_topics(&self, specs: &[&str]) {
         let status = Command::new("bash")
             .arg(broker_script())
@@ -100,6 +115,27 @@ impl Drop for Broker {
             .arg(&self.state)
             .status();
     }
+}
+
+/// A frozen broker (see [`Broker::freeze`]); dropping it lets the broker run again.
+pub struct Frozen {
+    pid: u32,
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // No assert: this also runs while a failed test unwinds.
+        if !signal_pid(self.pid, "-CONT") {
+            eprintln!("cannot thaw broker pid {}", self.pid);
+        }
+    }
+}
+
+fn signal_pid(pid: u32, sig: &str) -> bool {
+    Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 // ---------------------------------------------------------------------------------------------
