@@ -365,7 +365,10 @@ impl CharTrie {
     /// Reads the tables back, checking what the walks rely on: the table sizes, node ids below
     /// `next_node` and word ids below `words`. Where each key sits is the hash function's: an
     /// image is only read by the build that wrote it (the caller keys it by version).
-    pub(crate) fn read_snapshot(r: &mut crate::snapshot::Reader<'_>, words: usize) -> Result<CharTrie, crate::errors::Error> {
+    pub(crate) fn read_snapshot(
+        r: &mut crate::snapshot::Reader<'_>,
+        words: usize,
+    ) -> Result<CharTrie, crate::errors::Error> {
         let bad = |what: &str| crate::errors::Error::InvalidDictEntry(format!("dictionary snapshot: {what}"));
         let word_ok = |id: i32| id == NO_WORD || (id >= 0 && (id as usize) < words);
         let n = r.count(8)?;
@@ -377,7 +380,10 @@ impl CharTrie {
         let mut words_ok = true;
         let mut root = Vec::with_capacity(n);
         for _ in 0..n {
-            let e = RootEntry { child: r.u32()?, word_id: r.i32()? };
+            let e = RootEntry {
+                child: r.u32()?,
+                word_id: r.i32()?,
+            };
             max_node = max_node.max(e.child & ID_MASK);
             words_ok &= word_ok(e.word_id);
             root.push(e);
@@ -389,7 +395,11 @@ impl CharTrie {
         let mut slots = Vec::with_capacity(n);
         let mut occupied = 0;
         for _ in 0..n {
-            let slot = Slot { key: r.u64()?, child: r.u32()?, word_id: r.i32()? };
+            let slot = Slot {
+                key: r.u64()?,
+                child: r.u32()?,
+                word_id: r.i32()?,
+            };
             if slot.key != 0 {
                 occupied += 1;
                 max_node = max_node.max(slot.child & ID_MASK);
@@ -405,7 +415,13 @@ impl CharTrie {
         if max_node >= next_node || !words_ok {
             return Err(bad("node or word id out of range"));
         }
-        Ok(CharTrie { root, slots, len, shift: 64 - n.trailing_zeros(), next_node })
+        Ok(CharTrie {
+            root,
+            slots,
+            len,
+            shift: 64 - n.trailing_zeros(),
+            next_node,
+        })
     }
 }
 
