@@ -173,6 +173,14 @@ pub fn close_record(mut open: Vec<u8>, decision: &Decision) -> Vec<u8> {
     open
 }
 
+/// The output line (no newline) of an input that is not a valid article: what `batch` writes and
+/// `replay --output` writes for a DLQ record.
+pub fn invalid_line(line: Option<u64>, error: &crate::article::InvalidArticle) -> Vec<u8> {
+    invalid_record(line, error.id.as_deref(), &error.to_string())
+        .to_string()
+        .into_bytes()
+}
+
 /// The output record of an input line that is not a valid article.
 pub fn invalid_record(line: Option<u64>, id: Option<&str>, error: &str) -> Value {
     let mut out = Map::new();

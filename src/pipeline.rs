@@ -118,9 +118,7 @@ pub fn decide<S: ArticleStore>(
 ) -> Result<Outcome, IndexError> {
     match prepared {
         Prepared::Invalid(error) => Ok(Outcome::Invalid {
-            record: output::invalid_record(line, error.id.as_deref(), &error.to_string())
-                .to_string()
-                .into_bytes(),
+            record: output::invalid_line(line, &error),
             error,
         }),
         Prepared::Valid {

@@ -12,7 +12,7 @@ use crate::kafka::consumer::{self, Bounds, LoopExit};
 use crate::kafka::engine::{DecisionStage, EngineHandle, OutputSink};
 use crate::kafka::producer::{Acks, ProducerSink};
 use crate::kafka::range::{self, RangeBounds};
-use crate::kafka::record::{OutputKind, OutputRecord, Ticket, H_ERROR_MESSAGE, H_ERROR_REASON};
+use crate::kafka::record::{OutputKind, OutputRecord, Ticket};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::Health;
 use crate::pipeline::{Outcome, Prepared};
@@ -283,22 +283,12 @@ impl JsonlSink {
         })
     }
 
-    fn line(record: &OutputRecord) -> Vec<u8> {
-        if record.kind != OutputKind::Dlq {
-            return record.payload.clone();
+    /// What `batch` writes for the same input: the output record, or the invalid-record line.
+    fn line(record: &OutputRecord) -> &[u8] {
+        match (&record.kind, &record.invalid_line) {
+            (OutputKind::Dlq, Some(line)) => line,
+            _ => &record.payload,
         }
-        let header = |name: &str| {
-            record
-                .headers
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
-                .unwrap_or_default()
-        };
-        let error = format!("{}: {}", header(H_ERROR_REASON), header(H_ERROR_MESSAGE));
-        crate::output::invalid_record(None, None, &error)
-            .to_string()
-            .into_bytes()
     }
 }
 
@@ -310,7 +300,7 @@ impl OutputSink for JsonlSink {
     fn send(&mut self, record: OutputRecord, ticket: Ticket) {
         let written = self
             .out
-            .write_all(&Self::line(&record))
+            .write_all(Self::line(&record))
             .and_then(|()| self.out.write_all(b"\n"))
             .and_then(|()| self.out.flush());
         match written {

@@ -763,9 +763,9 @@ fn decide_one<D: DecisionStage>(
                 .set(counts.stream_time_ms as f64 / 1000.0);
             record::decided_record(&msg, &id, record, &decision)
         }
-        Outcome::Invalid { error, .. } => {
+        Outcome::Invalid { error, record } => {
             metrics::counter!(m::ARTICLES_INVALID, "reason" => error.reason.as_str()).increment(1);
-            record::dlq_record(msg, &error)
+            record::dlq_record(msg, &error, record)
         }
     };
     metrics.decide_secs.record(start.elapsed().as_secs_f64());

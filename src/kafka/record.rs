@@ -2,7 +2,7 @@
 //! with its coordinates, and the output record (topic kind, key, value, headers) built from a
 //! decision or an invalid input.
 
-use crate::article::InvalidArticle;
+use crate::article::{InvalidArticle, InvalidReason};
 use crate::dedup::Decision;
 use crate::simhash::Fingerprint;
 use std::sync::Arc;
@@ -80,6 +80,9 @@ pub struct OutputRecord {
     /// reach its topic, the entry is withdrawn (`EngineHandle::withdraw`), so that the index and
     /// the output topics (what a standby or a rebuild reads) agree.
     pub indexed: Option<Indexed>,
+    /// For a DLQ record, the line `batch` writes for the same invalid input (id, when known, and
+    /// the reason), so that a sink writing JSONL (`replay --output`) writes exactly that.
+    pub invalid_line: Option<Vec<u8>>,
 }
 
 /// An article's entry in the index: its id and the fingerprint of the version decided.
@@ -175,11 +178,17 @@ pub fn decided_record(
             id: id.to_owned(),
             fingerprint: decision.fingerprint,
         }),
+        invalid_line: None,
     }
 }
 
-/// The DLQ record of an invalid input: its original bytes and key, plus reason headers.
-pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
+/// The DLQ record of an invalid input: its original bytes and key, plus reason headers;
+/// `invalid_line` is the input's invalid-record line (`pipeline::Outcome::Invalid`).
+pub fn dlq_record(
+    input: InputMessage,
+    error: &InvalidArticle,
+    invalid_line: Vec<u8>,
+) -> OutputRecord {
     let mut headers = input.output_headers("invalid");
     headers.push((
         H_ERROR_REASON.into(),
@@ -197,6 +206,7 @@ pub fn dlq_record(input: InputMessage, error: &InvalidArticle) -> OutputRecord {
         payload: input.payload.unwrap_or_default(),
         headers,
         indexed: None,
+        invalid_line: Some(invalid_line),
     }
 }
 
@@ -241,17 +251,18 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputR
         OutputKind::Dlq => "the dead-letter record".to_owned(),
         kind => format!("the {} output record", kind.as_str()),
     };
-    headers.push((H_DECISION.into(), b"invalid".to_vec()));
-    headers.push((H_ERROR_REASON.into(), b"oversized".to_vec()));
-    headers.push((
-        H_ERROR_MESSAGE.into(),
-        truncate_utf8(
+    let error = InvalidArticle {
+        reason: InvalidReason::Oversized,
+        message: truncate_utf8(
             &format!("the broker refused {what} of {original_len} bytes ({broker_error}); value truncated"),
             MAX_ERROR_MESSAGE_BYTES,
         )
-        .as_bytes()
-        .to_vec(),
-    ));
+        .to_owned(),
+        id: rejected.indexed.as_ref().map(|i| i.id.clone()),
+    };
+    headers.push((H_DECISION.into(), b"invalid".to_vec()));
+    headers.push((H_ERROR_REASON.into(), b"oversized".to_vec()));
+    headers.push((H_ERROR_MESSAGE.into(), error.message.as_bytes().to_vec()));
     headers.push((
         H_ERROR_TRUNCATED.into(),
         original_len.to_string().into_bytes(),
@@ -262,6 +273,7 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputR
         payload,
         headers,
         indexed: None,
+        invalid_line: Some(crate::output::invalid_line(None, &error)),
     }
 }
 
@@ -296,7 +308,6 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::article::InvalidReason;
     use serde_json::Value;
 
     fn input() -> InputMessage {
@@ -382,7 +393,7 @@ mod tests {
             InvalidReason::BadJson,
             "not valid JSON: ".to_owned() + &"é".repeat(2000),
         );
-        let r = dlq_record(input(), &err);
+        let r = dlq_record(input(), &err, crate::output::invalid_line(None, &err));
         assert_eq!(r.kind, OutputKind::Dlq);
         assert_eq!(r.payload, b"{not json");
         assert_eq!(r.key.as_deref(), Some(&b"k"[..]));
@@ -411,7 +422,7 @@ mod tests {
             .map(|i| (format!("h{i}"), vec![b'v'; 1000]))
             .collect();
         let err = InvalidArticle::new(InvalidReason::BadJson, "not valid JSON");
-        let refused = dlq_record(msg, &err);
+        let refused = dlq_record(msg, &err, crate::output::invalid_line(None, &err));
         assert!(!is_fallback(&refused));
         let f = oversized_fallback(refused, "Broker: Message size too large");
         assert!(record_bytes(&f) < 80 * 1024, "{} bytes", record_bytes(&f));

@@ -10,7 +10,7 @@ use crate::common;
 use common::kafka::{
     committed, ends, produce, produce_paced, start_service, Broker, Input, Output, Reader,
 };
-use common::stream::valid;
+use common::stream::{valid, write_jsonl};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
@@ -35,6 +35,13 @@ fn inputs(skip: usize, n: usize, tag: &str) -> Vec<Input> {
         key: Some(format!("bad-{tag}")),
         value: b"{not json".to_vec(),
         bad: Some("bad_json"),
+        id: None,
+    });
+    // Invalid, with an id the output names.
+    out.push(Input {
+        key: Some(format!("empty-{tag}")),
+        value: format!(r#"{{"id":"empty-{tag}","content":""}}"#).into_bytes(),
+        bad: Some("empty_text"),
         id: None,
     });
     out
@@ -228,7 +235,7 @@ fn replay_reproduces_run_and_is_repeatable_and_dry_run_produces_nothing() {
     );
     let s1 = first.summary.expect("summary");
     assert_eq!(s1["records"], inputs.len());
-    assert_eq!(s1["dlq"], 1);
+    assert_eq!(s1["dlq"], 2);
     assert_eq!(s1["replayed"], 0);
     assert_eq!(s1["group"], "newsdedup-replay");
     assert_eq!(
@@ -256,7 +263,7 @@ fn replay_reproduces_run_and_is_repeatable_and_dry_run_produces_nothing() {
     let s2 = second.summary.expect("summary");
     assert_eq!(
         s2["replayed"],
-        inputs.len() - 1,
+        inputs.len() - 2,
         "every valid record from the index"
     );
     assert_eq!(s2["unique"], s1["unique"]);
@@ -284,9 +291,19 @@ fn replay_reproduces_run_and_is_repeatable_and_dry_run_produces_nothing() {
         .map(|l| serde_json::from_str(l).expect("JSON line"))
         .collect();
     assert_eq!(lines.len(), inputs.len());
-    for (line, (_, (kind, value))) in lines.iter().zip(&live) {
+    // An invalid record reads as `batch` writes the same line (without its line number).
+    let jsonl = dir.path().join("inputs.jsonl");
+    write_jsonl(&jsonl, &inputs);
+    let batch = common::run_batch(
+        &jsonl,
+        &dir.path().join("batch.jsonl"),
+        &dir.path().join("bi"),
+    );
+    for ((line, (_, (kind, value))), batch_line) in lines.iter().zip(&live).zip(&batch) {
         if kind == "dlq" {
-            assert_eq!(line["dedup"]["decision"], "invalid");
+            let mut want = batch_line.clone();
+            want.as_object_mut().expect("object").remove("line");
+            assert_eq!(line, &want, "a dry-run invalid line is batch's");
             let error = line["dedup"]["error"].as_str().expect("error");
             assert!(error.starts_with(&format!("{}:", value.as_str().expect("reason"))));
         } else {
