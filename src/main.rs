@@ -669,8 +669,13 @@ fn cmd_audit(
                 }
             }
             let env = newsdedup::service::process_env();
-            let properties = settings::reader_properties(service, &brokers, env, &a.properties)
-                .context("invalid Kafka settings for `audit`")?;
+            let properties = newsdedup::kafka::properties::reader_properties(
+                service,
+                &brokers,
+                env,
+                &a.properties,
+            )
+            .context("invalid Kafka settings for `audit`")?;
             let range = match (from_ms, to_ms) {
                 (None, None) => "every record".to_owned(),
                 (f, t) => format!(
@@ -836,7 +841,8 @@ fn topic_source(
     let service = &config.service;
     let brokers = brokers.unwrap_or_else(|| service.brokers.clone());
     let env = newsdedup::service::process_env();
-    let properties = settings::reader_properties(service, &brokers, env, flags)?;
+    let properties =
+        newsdedup::kafka::properties::reader_properties(service, &brokers, env, flags)?;
     let topics: Vec<String> = topics
         .into_iter()
         .map(|t| t.trim().to_owned())

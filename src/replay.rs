@@ -109,7 +109,12 @@ pub fn replay(
         !plan.quiet,
         started,
     );
-    let exit = consumer::run_bounded(&consumer, &mut engine, settings, &mut bounds);
+    let exit = consumer::run_bounded(
+        &consumer,
+        &mut engine,
+        &settings.consume_params(),
+        &mut bounds,
+    );
     let elapsed = started.elapsed();
     progress.finish();
 

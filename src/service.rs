@@ -77,7 +77,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
             plain_bootstrap: settings.plaintext_bootstrap(),
         },
     );
-    let exit = consumer::run_loop(&consumer, &mut engine, &settings);
+    let exit = consumer::run_loop(&consumer, &mut engine, &settings.consume_params());
 
     let exit = close(Some(producer), consumer, engine, exit, runtime, Some(watch));
     match exit {

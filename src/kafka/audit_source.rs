@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// What to read.
 #[derive(Debug, Clone)]
 pub struct KafkaAudit {
-    /// librdkafka properties, `bootstrap.servers` included (see `settings::reader_properties`).
+    /// librdkafka properties, `bootstrap.servers` included (see `properties::reader_properties`).
     pub properties: BTreeMap<String, String>,
     pub duplicate_topic: String,
     pub unique_topic: String,

@@ -30,7 +30,6 @@ use super::stop::{self, CommitResult, Phase, StopReport, StopRequest};
 use super::tracker::OffsetTracker;
 use super::{Health, ServiceClientContext, State};
 use crate::metrics as m;
-use crate::settings::Settings;
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -601,20 +600,18 @@ struct GroupRules {
 }
 
 impl GroupRules {
-    fn new(settings: &Settings) -> GroupRules {
+    fn new(params: &ConsumeParams) -> GroupRules {
         GroupRules {
-            group: settings.service.group_id.clone(),
+            group: params.group_id.clone(),
             gate: Gate::new(
-                &settings.service.group_id,
-                &settings.service.input_topic,
-                settings.exclusive_grace(),
-                settings.session_timeout(),
+                &params.group_id,
+                &params.input_topic,
+                params.exclusive_grace,
+                params.session_timeout,
             ),
             waiting: Waiting::new(
-                settings
-                    .session_timeout()
-                    .min(settings.progress_timeout() / 2),
-                settings.progress_timeout(),
+                params.session_timeout.min(params.progress_timeout / 2),
+                params.progress_timeout,
             ),
         }
     }
@@ -774,19 +771,39 @@ pub trait Bounds {
     fn complete(&self) -> bool;
 }
 
+/// What the consumer loop needs to know (resolved by `settings`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsumeParams {
+    pub input_topic: String,
+    pub group_id: String,
+    /// How often done offsets are committed (`--commit-interval-ms`).
+    pub commit_interval: Duration,
+    /// Commit sooner once this many records are done (`--commit-every`).
+    pub commit_every: u64,
+    /// The consumer's `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `--exclusive-grace-ms`; None: the one-instance rule is off.
+    pub exclusive_grace: Option<Duration>,
+    /// `--progress-timeout-ms`.
+    pub progress_timeout: Duration,
+    /// Backpressure bounds (`--max-in-flight`, `--max-in-flight-bytes`).
+    pub max_in_flight: usize,
+    pub max_in_flight_bytes: usize,
+}
+
 /// Consumes until a stop is requested (`Shared::stop`) or the decision stage fails, then drains
 /// and commits within the stop's budget.
 pub fn run_loop(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
-    settings: &Settings,
+    params: &ConsumeParams,
 ) -> LoopExit {
     consume(
         consumer,
         engine,
-        settings,
+        params,
         None,
-        Some(GroupRules::new(settings)),
+        Some(GroupRules::new(params)),
     )
 }
 
@@ -795,10 +812,10 @@ pub fn run_loop(
 pub fn run_bounded(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
-    settings: &Settings,
+    params: &ConsumeParams,
     bounds: &mut dyn Bounds,
 ) -> LoopExit {
-    consume(consumer, engine, settings, Some(bounds), None)
+    consume(consumer, engine, params, Some(bounds), None)
 }
 
 fn pause_partition(consumer: &InputConsumer, topic: &str, partition: i32) {
@@ -812,7 +829,7 @@ fn pause_partition(consumer: &InputConsumer, topic: &str, partition: i32) {
 fn consume(
     consumer: &Arc<InputConsumer>,
     engine: &mut Engine,
-    settings: &Settings,
+    params: &ConsumeParams,
     mut bounds: Option<&mut dyn Bounds>,
     mut group: Option<GroupRules>,
 ) -> LoopExit {
@@ -821,13 +838,13 @@ fn consume(
     let committer = Committer::spawn(
         consumer.clone(),
         shared.clone(),
-        settings.commit_interval(),
-        settings.session_timeout(),
+        params.commit_interval,
+        params.session_timeout,
     );
-    let topic: Arc<str> = Arc::from(settings.service.input_topic.as_str());
+    let topic: Arc<str> = Arc::from(params.input_topic.as_str());
     let consumed = metrics::counter!(m::ARTICLES_CONSUMED);
-    let max_in_flight = settings.service.max_in_flight;
-    let max_bytes = settings.service.max_in_flight_bytes;
+    let max_in_flight = params.max_in_flight;
+    let max_bytes = params.max_in_flight_bytes;
     let mut pause = PauseState::default();
     // Backpressure: too many records or bytes in flight (with hysteresis).
     let mut pressure = false;
@@ -936,7 +953,7 @@ fn consume(
             Some(Err(e)) => report_poll_error(&shared, &ctx.client, &e),
         }
         shared.health.polled();
-        if shared.tracker.lock().released_since_commit() >= settings.service.commit_every {
+        if shared.tracker.lock().released_since_commit() >= params.commit_every {
             committer.wake();
         }
         if last_export.elapsed() >= Duration::from_secs(1) {

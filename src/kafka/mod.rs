@@ -27,6 +27,7 @@ pub mod exclusive;
 pub mod follow;
 pub mod group;
 pub mod producer;
+pub mod properties;
 pub mod range;
 pub mod record;
 pub mod stop;

@@ -16,7 +16,6 @@ use super::record::{self, OutputKind, OutputRecord, Ticket};
 use super::tracker::OffsetTracker;
 use super::ServiceClientContext;
 use crate::metrics as m;
-use crate::settings::Topics;
 use parking_lot::Mutex;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -26,6 +25,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Output topics, by kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topics {
+    pub unique: String,
+    pub duplicate: String,
+    pub dlq: String,
+}
 
 pub type OutputProducer = FutureProducer<ServiceClientContext>;
 
@@ -50,7 +57,7 @@ pub fn create_producer(
 pub(crate) fn redacted(e: KafkaError, properties: &BTreeMap<String, String>) -> KafkaError {
     match e {
         KafkaError::ClientCreation(message) => {
-            KafkaError::ClientCreation(crate::settings::redact_secrets(&message, properties))
+            KafkaError::ClientCreation(super::properties::redact_secrets(&message, properties))
         }
         other => other,
     }

@@ -13,9 +13,19 @@
 
 use super::audit_source::{self, Span};
 use super::consumer::{Admit, Bounds};
-use crate::settings::ReplayRange;
 use anyhow::{bail, Result};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What a replay reads: where each partition starts, and the time bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplayRange {
+    /// `--from-offset`: start offset per partition (only these are read); empty: all partitions.
+    pub from_offsets: BTreeMap<i32, i64>,
+    /// `--from-time`, ms since the epoch.
+    pub from_ms: Option<i64>,
+    /// `--to-time`, ms since the epoch.
+    pub to_ms: Option<i64>,
+}
 
 /// The ranges to replay, one per partition with something to read; partitions with nothing in
 /// range are left out. Errors name the topic (missing, unreachable broker) or the partition.

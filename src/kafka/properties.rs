@@ -1,0 +1,395 @@
+//! The librdkafka properties of the service's clients and their rules: the user's properties
+//! (`[service.kafka]` < `NEWSDEDUP_KAFKA_*` < `-X`, secrets read from `<property>.file`), the
+//! ones refused (those with a flag of their own and those that would break the commit protocol),
+//! the service's defaults and what it controls itself, and the routing of each property to the
+//! consumer, the producer or both. Values of secret properties are never echoed.
+
+use crate::config::ServiceConfig;
+use std::collections::BTreeMap;
+
+/// A librdkafka property the service cannot use as given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PropertyError(pub String);
+
+fn invalid(msg: impl Into<String>) -> PropertyError {
+    PropertyError(msg.into())
+}
+
+/// The user's librdkafka properties: `[service.kafka]` < `NEWSDEDUP_KAFKA_*` < `-X`.
+pub fn user_properties(
+    file: &BTreeMap<String, toml::Value>,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[String],
+) -> Result<BTreeMap<String, String>, PropertyError> {
+    let mut user: BTreeMap<String, String> = BTreeMap::new();
+    for (key, value) in file {
+        let text = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            other => {
+                return Err(invalid(format!(
+                    "[service.kafka] {key:?} must be a string, number or boolean, got {}",
+                    other.type_str()
+                )))
+            }
+        };
+        user.insert(key.clone(), text);
+    }
+    let mut env_props: Vec<(String, String)> = env
+        .into_iter()
+        .filter_map(|(k, v)| env_property_name(&k).map(|name| (name, v)))
+        .collect();
+    env_props.sort();
+    user.extend(env_props);
+    for p in flags {
+        let (k, v) = parse_property(p)?;
+        user.insert(k, v);
+    }
+    read_secret_files(&mut user)?;
+    Ok(user)
+}
+
+/// Whether a librdkafka property holds a secret: its value is never printed, and it can be read
+/// from a file (`<property>.file`).
+pub fn is_secret_property(key: &str) -> bool {
+    key.contains("password")
+        || key.contains("secret")
+        || key == "ssl.key.pem"
+        || key == "sasl.oauthbearer.config"
+}
+
+/// `message` with the value of every secret property in `properties` replaced, for errors that
+/// quote a client's configuration.
+pub fn redact_secrets(message: &str, properties: &BTreeMap<String, String>) -> String {
+    let mut out = message.to_owned();
+    for (key, value) in properties {
+        if is_secret_property(key) && !value.is_empty() {
+            out = out.replace(value.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
+/// Replaces each `<secret property>.file` (e.g. `sasl.password.file=/run/secrets/kafka`) with the
+/// property read from that file (one trailing newline dropped), so a password need not be on the
+/// command line (visible in /proc) or in the configuration file.
+fn read_secret_files(user: &mut BTreeMap<String, String>) -> Result<(), PropertyError> {
+    let files: Vec<(String, String)> = user
+        .iter()
+        .filter(|(k, _)| k.ends_with(".file"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (key, path) in files {
+        let property = key.trim_end_matches(".file");
+        if !is_secret_property(property) {
+            return Err(invalid(format!(
+                "{key}: only a secret property (a password, a secret, ssl.key.pem) can be read from a file; set {property} itself"
+            )));
+        }
+        let text = std::fs::read_to_string(path.trim()).map_err(|e| {
+            invalid(format!(
+                "{key}: cannot read {property} from {}: {e}",
+                path.trim()
+            ))
+        })?;
+        let secret = text
+            .strip_suffix('\n')
+            .map(|t| t.strip_suffix('\r').unwrap_or(t))
+            .unwrap_or(&text);
+        user.remove(&key);
+        user.insert(property.to_owned(), secret.to_owned());
+    }
+    Ok(())
+}
+
+/// Refuses properties that have a flag or that would break the service's guarantees.
+pub fn check_user_properties(
+    user: &BTreeMap<String, String>,
+    service: &ServiceConfig,
+) -> Result<(), PropertyError> {
+    for (key, value) in user {
+        let value = value.trim();
+        if let Some((_, flag)) = HAVE_FLAGS.iter().find(|(k, _)| k == key) {
+            return Err(invalid(format!(
+                "set {key} with {flag}, not as a librdkafka property"
+            )));
+        }
+        let refused = match key.as_str() {
+            "enable.auto.commit" | "enable.auto.offset.store" | "auto.commit.enable" => {
+                (value != "false").then_some(
+                    "the service commits offsets itself, only after the index write and the delivery",
+                )
+            }
+            "acks" | "request.required.acks" => (value != "all" && value != "-1").then_some(
+                "an output acknowledged by fewer than all in-sync replicas can be lost after its input offset is committed; use all (or -1)",
+            ),
+            "enable.idempotence" => (value != "true").then_some(
+                "the producer retries failed sends; without idempotence a retry can write an output twice or out of order within its partition, and the standby and `index rebuild` read the output topics back in order",
+            ),
+            "transactional.id" => Some(
+                "the service does not use Kafka transactions: its guarantee comes from committing only indexed and acknowledged records",
+            ),
+            _ => None,
+        };
+        if let Some(why) = refused {
+            return Err(invalid(format!(
+                "librdkafka property {key}={value} is not allowed: {why}"
+            )));
+        }
+    }
+    // librdkafka's default max.poll.interval.ms is 300000.
+    let max_poll = match user.get("max.poll.interval.ms") {
+        Some(v) => v.trim().parse::<u64>().map_err(|_| {
+            invalid(format!(
+                "max.poll.interval.ms={v:?} is not a number of milliseconds"
+            ))
+        })?,
+        None => 300_000,
+    };
+    if service.rebalance_timeout_ms >= max_poll {
+        return Err(invalid(format!(
+            "--rebalance-timeout-ms {} must be below max.poll.interval.ms ({max_poll}): the revoke callback waits that long without polling, and a consumer that does not poll within max.poll.interval.ms is removed from the group",
+            service.rebalance_timeout_ms
+        )));
+    }
+    Ok(())
+}
+
+/// The consumer's and the producer's final librdkafka configuration: the service's defaults,
+/// then the user's properties (each to the client it applies to), then what the service must
+/// control itself.
+pub fn client_properties(
+    service: &ServiceConfig,
+    user: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let owned = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let mut consumer = owned(&[
+        ("client.id", "newsdedup"),
+        ("auto.offset.reset", "earliest"),
+        ("enable.partition.eof", "false"),
+        ("fetch.wait.max.ms", "100"),
+        ("statistics.interval.ms", "5000"),
+        // librdkafka's prefetch queue (64 MiB per partition by default) is memory outside
+        // max_in_flight_bytes: keep it small, the pipeline holds the rest.
+        ("queued.max.messages.kbytes", "16384"),
+    ]);
+    let mut producer = owned(&[
+        ("client.id", "newsdedup"),
+        ("acks", "all"),
+        // No duplicate or reordered outputs from retried sends (a fatal idempotence error
+        // stops the service: see kafka::producer).
+        ("enable.idempotence", "true"),
+        ("linger.ms", "5"),
+        ("message.timeout.ms", "60000"),
+        // Kafka's default max.message.bytes (1 MiB + 12): outputs are the input + ~0.3 KB.
+        ("message.max.bytes", "1048576"),
+    ]);
+    for (k, v) in user {
+        if !PRODUCER_ONLY.contains(&k.as_str()) {
+            consumer.insert(k.clone(), v.clone());
+        }
+        if !CONSUMER_ONLY.contains(&k.as_str()) {
+            producer.insert(k.clone(), v.clone());
+        }
+    }
+    consumer.insert("bootstrap.servers".into(), service.brokers.clone());
+    consumer.insert("group.id".into(), service.group_id.clone());
+    consumer.insert("enable.auto.commit".into(), "false".into());
+    consumer.insert("enable.auto.offset.store".into(), "false".into());
+    producer.insert("bootstrap.servers".into(), service.brokers.clone());
+    (consumer, producer)
+}
+
+/// librdkafka properties of a plain reader of the service's topics (`newsdedup audit`): the
+/// user's properties that apply to a consumer (`[service.kafka]` < `NEWSDEDUP_KAFKA_*` < `-X`,
+/// as for `run`), then `bootstrap.servers`.
+pub fn reader_properties(
+    service: &ServiceConfig,
+    brokers: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[String],
+) -> Result<BTreeMap<String, String>, PropertyError> {
+    if brokers.trim().is_empty() {
+        return Err(invalid("--brokers must not be empty"));
+    }
+    let mut properties: BTreeMap<String, String> = user_properties(&service.kafka, env, flags)?
+        .into_iter()
+        .filter(|(k, _)| !PRODUCER_ONLY.contains(&k.as_str()))
+        .collect();
+    properties.insert("bootstrap.servers".into(), brokers.to_owned());
+    Ok(properties)
+}
+
+/// `KEY=VALUE` of `-X`.
+pub fn parse_property(text: &str) -> Result<(String, String), PropertyError> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        // The text is not echoed: it may be a mistyped `sasl.password=...`.
+        _ => Err(invalid(format!(
+            "an -X argument ({} characters) is not KEY=VALUE, e.g. -X security.protocol=SSL",
+            text.chars().count()
+        ))),
+    }
+}
+
+/// `NEWSDEDUP_KAFKA_SASL_MECHANISMS` -> `sasl.mechanisms` (`__` stands for a literal `_`).
+pub fn env_property_name(var: &str) -> Option<String> {
+    let rest = var.strip_prefix(KAFKA_ENV_PREFIX)?;
+    if rest.is_empty() {
+        return None;
+    }
+    Some(
+        rest.to_ascii_lowercase()
+            .replace("__", "\u{0}")
+            .replace('_', ".")
+            .replace('\u{0}', "_"),
+    )
+}
+
+/// Prefix of environment variables that set librdkafka properties:
+/// `NEWSDEDUP_KAFKA_SECURITY_PROTOCOL=SSL` sets `security.protocol=SSL` (`_` -> `.`, `__` -> `_`).
+pub const KAFKA_ENV_PREFIX: &str = "NEWSDEDUP_KAFKA_";
+
+/// Properties that have a dedicated flag.
+const HAVE_FLAGS: [(&str, &str); 3] = [
+    (
+        "bootstrap.servers",
+        "--brokers / NEWSDEDUP_BROKERS / service.brokers",
+    ),
+    (
+        "metadata.broker.list",
+        "--brokers / NEWSDEDUP_BROKERS / service.brokers",
+    ),
+    (
+        "group.id",
+        "--group-id / NEWSDEDUP_GROUP_ID / service.group_id",
+    ),
+];
+
+/// librdkafka properties that only apply to a consumer (from librdkafka's CONFIGURATION.md, scope
+/// C): given only to the consumer, so the producer does not warn about them.
+const CONSUMER_ONLY: [&str; 32] = [
+    "group.id",
+    "group.instance.id",
+    "partition.assignment.strategy",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "group.protocol.type",
+    "group.protocol",
+    "group.remote.assignor",
+    "coordinator.query.interval.ms",
+    "max.poll.interval.ms",
+    "enable.auto.commit",
+    "auto.commit.interval.ms",
+    "enable.auto.offset.store",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "fetch.wait.max.ms",
+    "fetch.queue.backoff.ms",
+    "fetch.message.max.bytes",
+    "max.partition.fetch.bytes",
+    "fetch.max.bytes",
+    "fetch.min.bytes",
+    "fetch.error.backoff.ms",
+    "offset.store.method",
+    "isolation.level",
+    "enable.partition.eof",
+    "check.crcs",
+    "auto.commit.enable",
+    "auto.offset.reset",
+    "offset.store.path",
+    "offset.store.sync.interval.ms",
+    "consume.callback.max.messages",
+    "statistics.interval.ms",
+];
+
+/// librdkafka properties that only apply to a producer (scope P): given only to the producer.
+const PRODUCER_ONLY: [&str; 29] = [
+    "transactional.id",
+    "transaction.timeout.ms",
+    "enable.idempotence",
+    "enable.gapless.guarantee",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes",
+    "queue.buffering.max.ms",
+    "linger.ms",
+    "message.send.max.retries",
+    "retries",
+    "queue.buffering.backpressure.threshold",
+    "compression.codec",
+    "compression.type",
+    "batch.num.messages",
+    "batch.size",
+    "delivery.report.only.error",
+    "sticky.partitioning.linger.ms",
+    "request.required.acks",
+    "acks",
+    "request.timeout.ms",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "queuing.strategy",
+    "produce.offset.report",
+    "partitioner",
+    "compression.level",
+    "dr_cb",
+    "dr_msg_cb",
+    "msg_order_cmp",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_come_from_files_and_are_never_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("password");
+        std::fs::write(&path, "s3cret-value\n").unwrap();
+        let mut user =
+            BTreeMap::from([("sasl.password.file".to_owned(), path.display().to_string())]);
+        read_secret_files(&mut user).unwrap();
+        assert_eq!(
+            user,
+            BTreeMap::from([("sasl.password".to_owned(), "s3cret-value".to_owned())])
+        );
+        let mut not_secret = BTreeMap::from([(
+            "session.timeout.ms.file".to_owned(),
+            path.display().to_string(),
+        )]);
+        assert!(read_secret_files(&mut not_secret).is_err());
+        let mut missing = BTreeMap::from([(
+            "ssl.key.password.file".to_owned(),
+            "/nonexistent/newsdedup-secret".to_owned(),
+        )]);
+        let e = read_secret_files(&mut missing).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/newsdedup-secret"), "{e}");
+        let e = parse_property("sasl.password:hunter2")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        let props = BTreeMap::from([("sasl.password".to_owned(), "hunter2".to_owned())]);
+        let redacted = redact_secrets("Invalid value \"hunter2\" for property", &props);
+        assert!(!redacted.contains("hunter2"), "{redacted}");
+    }
+    #[test]
+    fn env_property_names() {
+        assert_eq!(
+            env_property_name("NEWSDEDUP_KAFKA_SECURITY_PROTOCOL").as_deref(),
+            Some("security.protocol")
+        );
+        assert_eq!(
+            env_property_name("NEWSDEDUP_KAFKA_A__B_C").as_deref(),
+            Some("a_b.c")
+        );
+        assert_eq!(env_property_name("NEWSDEDUP_KAFKA_"), None);
+        assert_eq!(env_property_name("NEWSDEDUP_BROKERS"), None);
+    }
+}
