@@ -22,6 +22,8 @@ pub struct BatchSummary {
     pub invalid: BTreeMap<&'static str, u64>,
     pub bytes: u64,
     pub elapsed: Duration,
+    /// From the process's start (`BatchOptions::process_start`) to the first line decided.
+    pub first_decision: Option<Duration>,
 }
 
 impl BatchSummary {
@@ -44,6 +46,7 @@ impl BatchSummary {
             "seconds": (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
             "articles_per_sec": self.articles_per_sec().round(),
             "mb_per_sec": ((self.bytes as f64 / 1e6) / self.elapsed.as_secs_f64().max(1e-9) * 10.0).round() / 10.0,
+            "first_decision_ms": self.first_decision.map(|d| (d.as_secs_f64() * 10_000.0).round() / 10.0),
         })
     }
 }
@@ -65,6 +68,8 @@ pub struct BatchOptions {
     pub published_at_offset: crate::time::UtcOffset,
     /// Print progress to stderr every this often (None: never).
     pub progress_every: Option<Duration>,
+    /// When the process started (for the start-up time in the summary).
+    pub process_start: Instant,
 }
 
 /// Runs `input` through prepare (parallel) and decide (serial, in order), writing one JSON line per
@@ -106,6 +111,9 @@ pub fn run_batch<S: ArticleStore>(
             summary.lines += 1;
             summary.bytes += len as u64;
             let outcome = pipeline::decide(deduper, prepared, Some(n), dedup::now_ms())?;
+            if summary.first_decision.is_none() {
+                summary.first_decision = Some(opts.process_start.elapsed());
+            }
             match &outcome {
                 Outcome::Decided { decision, .. } => {
                     if decision.replayed {

@@ -287,6 +287,7 @@ enum IndexCommand {
 }
 
 fn main() {
+    let started = std::time::Instant::now();
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     // Which `run` settings came from a flag or its variable (they override the config file);
@@ -305,7 +306,7 @@ fn main() {
         Some((_, m)) => command_line_arguments(m),
         None => HashSet::new(),
     };
-    if let Err(e) = dispatch(cli, &given, &command_line) {
+    if let Err(e) = dispatch(cli, &given, &command_line, started) {
         // A stop that left work for the next start is not an error: nothing is lost.
         if let Some(stop) = e.downcast_ref::<newsdedup::kafka::stop::IncompleteStop>() {
             eprintln!("newsdedup: {stop}");
@@ -316,7 +317,12 @@ fn main() {
     }
 }
 
-fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -> Result<()> {
+fn dispatch(
+    cli: Cli,
+    given: &HashSet<String>,
+    command_line: &HashSet<String>,
+    started: std::time::Instant,
+) -> Result<()> {
     match cli.command {
         Command::Fingerprint {
             input,
@@ -365,6 +371,7 @@ fn dispatch(cli: Cli, given: &HashSet<String>, command_line: &HashSet<String>) -
                 max_article_bytes,
                 published_at_offset: components.published_at_offset,
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
+                process_start: started,
             };
             cmd_batch(&input, &output, &index_dir, &opts, &components)
         }
