@@ -8,6 +8,7 @@ use crate::fingerprint::Fingerprinter;
 use crate::index::ArticleStore;
 use crate::ordered::{ordered_map, read_line_limited, Line};
 use crate::pipeline::{self, Outcome, Prepared};
+use crate::progress::Progress;
 use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
@@ -83,7 +84,7 @@ pub fn run_batch<S: ArticleStore>(
 ) -> Result<BatchSummary, BatchError> {
     let start = Instant::now();
     let mut summary = BatchSummary::default();
-    let mut last_progress = Instant::now();
+    let mut progress = Progress::new("batch", opts.progress_every);
     let max = opts.max_article_bytes;
     let rules = ReadRules {
         max_bytes: max,
@@ -131,20 +132,16 @@ pub fn run_batch<S: ArticleStore>(
             }
             output.write_all(outcome.record())?;
             output.write_all(b"\n")?;
-            if let Some(every) = opts.progress_every {
-                if last_progress.elapsed() >= every {
-                    last_progress = Instant::now();
-                    let secs = start.elapsed().as_secs_f64();
-                    eprintln!(
-                        "batch: {} lines ({:.0}/s): {} unique, {} duplicate, {} invalid",
-                        summary.lines,
-                        summary.lines as f64 / secs,
-                        summary.unique,
-                        summary.duplicate,
-                        summary.invalid_total()
-                    );
-                }
-            }
+            progress.tick(|| {
+                format!(
+                    "{} lines ({:.0}/s): {} unique, {} duplicate, {} invalid",
+                    summary.lines,
+                    crate::progress::rate(summary.lines, start.elapsed()),
+                    summary.unique,
+                    summary.duplicate,
+                    summary.invalid_total()
+                )
+            });
             Ok(())
         },
     )?;

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod ordered;
 pub mod output;
 pub mod pipeline;
+pub mod progress;
 pub mod replay;
 pub mod replica;
 pub mod restore;

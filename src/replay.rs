@@ -103,7 +103,7 @@ pub fn replay(
     service::log_wiring(settings, "replaying");
 
     let started = Instant::now();
-    let progress = Progress::start(
+    let progress = ProgressDisplay::start(
         counts.clone(),
         bounds.planned_records(),
         !plan.quiet,
@@ -364,16 +364,21 @@ impl Summary<'_> {
 /// Progress on stderr: a bar on a terminal (records done / total, rate, ETA), else a plain line
 /// every [`PROGRESS_LINE_EVERY`]. The total is the planned one, a lower bound when a broker's
 /// watermark is below its last record (the bar then grows).
-struct Progress {
+struct ProgressDisplay {
     done: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
-impl Progress {
-    fn start(counts: Arc<ReplayCounts>, total: u64, show: bool, started: Instant) -> Progress {
+impl ProgressDisplay {
+    fn start(
+        counts: Arc<ReplayCounts>,
+        total: u64,
+        show: bool,
+        started: Instant,
+    ) -> ProgressDisplay {
         let done = Arc::new(AtomicBool::new(false));
         if !show {
-            return Progress { done, thread: None };
+            return ProgressDisplay { done, thread: None };
         }
         let finished = done.clone();
         let thread = std::thread::Builder::new()
@@ -386,7 +391,7 @@ impl Progress {
                 }
             })
             .ok();
-        Progress { done, thread }
+        ProgressDisplay { done, thread }
     }
 
     fn finish(self) {
@@ -422,26 +427,20 @@ fn progress_bar(counts: &ReplayCounts, total: u64, finished: &AtomicBool, starte
 }
 
 fn progress_lines(counts: &ReplayCounts, total: u64, finished: &AtomicBool, started: Instant) {
-    let mut last = Instant::now();
+    let mut progress = crate::progress::Progress::new("replay", Some(PROGRESS_LINE_EVERY));
     while !finished.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(200));
-        if last.elapsed() < PROGRESS_LINE_EVERY {
-            continue;
-        }
-        last = Instant::now();
-        let n = counts.records();
-        let rate = n as f64 / started.elapsed().as_secs_f64().max(1e-9);
-        let eta = if rate > 0.0 && total > n {
-            format!(", ETA {:.0}s", (total - n) as f64 / rate)
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "replay: {n} of ~{} records ({rate:.0}/s){eta}: {} unique, {} duplicate, {} dlq",
-            total.max(n),
-            ReplayCounts::get(&counts.unique),
-            ReplayCounts::get(&counts.duplicate),
-            ReplayCounts::get(&counts.dlq)
-        );
+        progress.tick(|| {
+            let n = counts.records();
+            format!(
+                "{n} of ~{} records ({:.0}/s){}: {} unique, {} duplicate, {} dlq",
+                total.max(n),
+                crate::progress::rate(n, started.elapsed()),
+                crate::progress::eta(n, total, started.elapsed()),
+                ReplayCounts::get(&counts.unique),
+                ReplayCounts::get(&counts.duplicate),
+                ReplayCounts::get(&counts.dlq)
+            )
+        });
     }
 }

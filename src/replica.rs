@@ -12,6 +12,7 @@ use crate::index::RocksIndex;
 use crate::index::{ArticleStore, StoredArticle};
 use crate::kafka::follow::Follower;
 use crate::ordered::{read_line_limited, Line};
+use crate::progress::Progress;
 use crate::restore::{
     apply_rule, restore_all, Apply, RestoreRunError, RestoreSummary, RestoreTarget, Restored,
     SourceRecord,
@@ -41,45 +42,17 @@ pub struct TopicSource {
     pub topics: Vec<String>,
 }
 
-/// Progress lines on stderr every `every` (None: quiet).
-struct Progress {
-    label: &'static str,
-    every: Option<Duration>,
-    last: Instant,
-}
-
-impl Progress {
-    fn new(label: &'static str, every: Option<Duration>) -> Self {
-        Progress {
-            label,
-            every,
-            last: Instant::now(),
-        }
-    }
-
-    /// Prints a line if it is time: `done` of about `total` (None: unknown) records.
-    fn tick(&mut self, s: &RestoreSummary, share_done: Option<f64>) {
-        let Some(every) = self.every else { return };
-        if self.last.elapsed() < every {
-            return;
-        }
-        self.last = Instant::now();
-        let rate = s.records_per_sec();
-        let eta = match share_done {
-            Some(f) if f > 0.0 && f < 1.0 => {
-                format!(
-                    ", {:.0}% done, ETA {:.0}s",
-                    f * 100.0,
-                    s.elapsed.as_secs_f64() * (1.0 - f) / f
-                )
-            }
-            _ => String::new(),
-        };
-        eprintln!(
-            "{}: {} records ({rate:.0}/s): {} added, {} replaced, {} already indexed{eta}",
-            self.label, s.records, s.inserted, s.replaced, s.already_indexed
-        );
-    }
+/// A progress line of a restore, `done` of about `total` (records or bytes; 0: unknown) read.
+fn restore_line(s: &RestoreSummary, done: u64, total: u64) -> String {
+    format!(
+        "{} records ({:.0}/s): {} added, {} replaced, {} already indexed{}",
+        s.records,
+        s.records_per_sec(),
+        s.inserted,
+        s.replaced,
+        s.already_indexed,
+        crate::progress::eta(done, total, s.elapsed)
+    )
 }
 
 impl RestoreTarget for RocksIndex {
@@ -203,8 +176,8 @@ pub fn rebuild_from_files(
         &read_rules(options.published_at_offset),
         options.threads,
         |s| {
-            let done = read.load(Ordering::Relaxed) as f64 / total_bytes.max(1) as f64;
-            progress.tick(s, Some(done));
+            let done = read.load(Ordering::Relaxed);
+            progress.tick(|| restore_line(s, done, total_bytes));
         },
     )
     .map_err(run_error)
@@ -251,7 +224,7 @@ pub fn rebuild_from_topics(
         fingerprinter,
         &read_rules(options.published_at_offset),
         options.threads,
-        |s| progress.tick(s, (total > 0).then(|| s.records as f64 / total as f64)),
+        |s| progress.tick(|| restore_line(s, s.records, total.max(0) as u64)),
     )
     .map_err(run_error)?;
     index.sync()?;

@@ -3,8 +3,9 @@
 
 use super::collect::{AuditOptions, Collector, Location, Plan};
 use super::record::BadRecord;
-use super::{AuditError, Progress};
+use super::AuditError;
 use crate::ordered::{read_line_limited, Line};
+use crate::progress::Progress;
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 
 /// A buffered reader that knows the byte offset of what it hands out.
@@ -80,7 +81,7 @@ pub fn collect<R: BufRead + Seek>(
         .seek(SeekFrom::End(0))
         .map_err(AuditError::Read)?
         .max(1);
-    let mut progress = Progress::new(progress_every);
+    let mut progress = Progress::new("audit", progress_every);
     let share = |pos: u64| pos as f64 * 100.0 / size as f64;
 
     let mut collector = Collector::new(opts);

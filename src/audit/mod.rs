@@ -26,8 +26,6 @@ pub mod svg;
 pub use collect::{AuditOptions, Collector, Counts, Location, Originals, Plan, Reason, SampleKind};
 pub use report::{Header, Pair, Report};
 
-use std::time::{Duration, Instant};
-
 /// Errors of the audit.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
@@ -35,31 +33,4 @@ pub enum AuditError {
     Read(#[source] std::io::Error),
     #[error(transparent)]
     BadTime(#[from] crate::time::BadTime),
-}
-
-/// Rate limit of progress lines on stderr.
-#[derive(Debug)]
-pub struct Progress {
-    every: Option<Duration>,
-    last: Instant,
-}
-
-impl Progress {
-    /// Progress at most every `every`; None: never.
-    pub fn new(every: Option<Duration>) -> Progress {
-        Progress {
-            every,
-            last: Instant::now(),
-        }
-    }
-
-    /// Prints `line()` on stderr if the last line is old enough.
-    pub fn tick(&mut self, line: impl FnOnce() -> String) {
-        if let Some(every) = self.every {
-            if self.last.elapsed() >= every {
-                self.last = Instant::now();
-                eprintln!("audit: {}", line());
-            }
-        }
-    }
 }

@@ -13,7 +13,8 @@
 //! the audit, until the end of the partition. Plain `assign`: no consumer group is joined and
 //! nothing is committed.
 
-use crate::audit::{AuditOptions, Collector, Location, Plan, Progress};
+use crate::audit::{AuditOptions, Collector, Location, Plan};
+use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -175,7 +176,7 @@ pub(crate) fn spans(
     }
     let mut stamps: BTreeMap<(i32, i64), Option<i64>> = BTreeMap::new();
     let mut newest: BTreeMap<i32, i64> = BTreeMap::new();
-    let mut quiet = Progress::new(None);
+    let mut quiet = Progress::new("audit", None);
     for probe in [&around_start, &around_end] {
         scan(
             consumer,
@@ -350,7 +351,7 @@ fn scan(
 pub fn collect(a: &KafkaAudit, opts: AuditOptions) -> Result<Plan> {
     let consumer = create(&a.properties)?;
     let started_ms = now_ms();
-    let mut progress = Progress::new(a.progress);
+    let mut progress = Progress::new("audit", a.progress);
     let in_range = |ts: Option<i64>| match (a.from_ms, a.to_ms, ts) {
         (None, None, _) => true,
         (_, _, None) => false,

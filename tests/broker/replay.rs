@@ -170,12 +170,16 @@ fn read_all(reader: &mut Reader, prefix: &str, want: usize) {
     reader.poll_for(Duration::from_millis(300));
 }
 
+/// The id of each line of a dry run's file; None for an invalid record (it may name an id too).
 fn jsonl_ids(path: &Path) -> Vec<Option<String>> {
     std::fs::read_to_string(path)
         .expect("--output file")
         .lines()
         .map(|l| {
             let v: Value = serde_json::from_str(l).expect("JSON line");
+            if v["dedup"]["decision"] == "invalid" {
+                return None;
+            }
             v["id"].as_str().map(str::to_owned)
         })
         .collect()
