@@ -7,9 +7,8 @@ use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::index::ArticleStore;
 use crate::ordered::{ordered_map, read_line_limited, Line};
-use crate::pipeline::{self, Outcome, Prepared};
+use crate::pipeline::{self, OutcomeCounts, Prepared};
 use crate::progress::Progress;
-use std::collections::BTreeMap;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
@@ -17,10 +16,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone, Default)]
 pub struct BatchSummary {
     pub lines: u64,
-    pub unique: u64,
-    pub duplicate: u64,
-    pub replayed: u64,
-    pub invalid: BTreeMap<&'static str, u64>,
+    pub outcomes: OutcomeCounts,
     pub bytes: u64,
     pub elapsed: Duration,
     /// From the process's start (`BatchOptions::process_start`) to the first line decided.
@@ -28,10 +24,6 @@ pub struct BatchSummary {
 }
 
 impl BatchSummary {
-    pub fn invalid_total(&self) -> u64 {
-        self.invalid.values().sum()
-    }
-
     pub fn articles_per_sec(&self) -> f64 {
         self.lines as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
@@ -39,11 +31,11 @@ impl BatchSummary {
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
             "lines": self.lines,
-            "unique": self.unique,
-            "duplicate": self.duplicate,
-            "replayed": self.replayed,
-            "invalid": self.invalid_total(),
-            "invalid_by_reason": self.invalid,
+            "unique": self.outcomes.unique,
+            "duplicate": self.outcomes.duplicate,
+            "replayed": self.outcomes.replayed,
+            "invalid": self.outcomes.invalid_total(),
+            "invalid_by_reason": self.outcomes.invalid,
             "seconds": (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
             "articles_per_sec": self.articles_per_sec().round(),
             "mb_per_sec": ((self.bytes as f64 / 1e6) / self.elapsed.as_secs_f64().max(1e-9) * 10.0).round() / 10.0,
@@ -115,21 +107,7 @@ pub fn run_batch<S: ArticleStore>(
             if summary.first_decision.is_none() {
                 summary.first_decision = Some(opts.process_start.elapsed());
             }
-            match &outcome {
-                Outcome::Decided { decision, .. } => {
-                    if decision.replayed {
-                        summary.replayed += 1;
-                    }
-                    if decision.is_duplicate() {
-                        summary.duplicate += 1;
-                    } else {
-                        summary.unique += 1;
-                    }
-                }
-                Outcome::Invalid { error, .. } => {
-                    *summary.invalid.entry(error.reason.as_str()).or_default() += 1
-                }
-            }
+            summary.outcomes.add(&outcome);
             output.write_all(outcome.record())?;
             output.write_all(b"\n")?;
             progress.tick(|| {
@@ -137,9 +115,9 @@ pub fn run_batch<S: ArticleStore>(
                     "{} lines ({:.0}/s): {} unique, {} duplicate, {} invalid",
                     summary.lines,
                     crate::progress::rate(summary.lines, start.elapsed()),
-                    summary.unique,
-                    summary.duplicate,
-                    summary.invalid_total()
+                    summary.outcomes.unique,
+                    summary.outcomes.duplicate,
+                    summary.outcomes.invalid_total()
                 )
             });
             Ok(())

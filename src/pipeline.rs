@@ -109,6 +109,44 @@ impl Outcome {
     }
 }
 
+/// Outcomes counted for the summaries and progress lines of `batch` and `replay`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OutcomeCounts {
+    pub unique: u64,
+    pub duplicate: u64,
+    /// Decisions the index already held (the same id and content seen before).
+    pub replayed: u64,
+    /// Invalid records, by reason.
+    pub invalid: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl OutcomeCounts {
+    pub fn add(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Decided { decision, .. } => {
+                self.replayed += u64::from(decision.replayed);
+                if decision.is_duplicate() {
+                    self.duplicate += 1;
+                } else {
+                    self.unique += 1;
+                }
+            }
+            Outcome::Invalid { error, .. } => {
+                *self.invalid.entry(error.reason.as_str()).or_default() += 1
+            }
+        }
+    }
+
+    pub fn invalid_total(&self) -> u64 {
+        self.invalid.values().sum()
+    }
+
+    /// Every outcome counted.
+    pub fn records(&self) -> u64 {
+        self.unique + self.duplicate + self.invalid_total()
+    }
+}
+
 /// Decides a prepared article. `line` (1-based) is included in invalid records when known.
 pub fn decide<S: ArticleStore>(
     deduper: &mut Deduper<S>,

@@ -15,7 +15,7 @@ use crate::kafka::range::{self, RangeBounds};
 use crate::kafka::record::{OutputKind, OutputRecord, Ticket};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::Health;
-use crate::pipeline::{Outcome, Prepared};
+use crate::pipeline::{Outcome, OutcomeCounts, Prepared};
 use crate::service;
 use crate::settings::{ReplayArgs, ReplaySettings};
 use anyhow::{bail, Context, Result};
@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -166,23 +166,17 @@ pub fn replay(
     }
 }
 
-/// Decisions made by the replay, by kind.
-#[derive(Debug, Default)]
-struct ReplayCounts {
-    unique: AtomicU64,
-    duplicate: AtomicU64,
-    dlq: AtomicU64,
-    /// Decisions the index already held (the same id and content seen before).
-    replayed: AtomicU64,
-}
+/// The replay's outcomes, shared by the decision stage (which adds) and the progress display.
+#[derive(Default)]
+struct ReplayCounts(parking_lot::Mutex<OutcomeCounts>);
 
 impl ReplayCounts {
-    fn get(n: &AtomicU64) -> u64 {
-        n.load(Ordering::Relaxed)
+    fn snapshot(&self) -> OutcomeCounts {
+        self.0.lock().clone()
     }
 
     fn records(&self) -> u64 {
-        Self::get(&self.unique) + Self::get(&self.duplicate) + Self::get(&self.dlq)
+        self.0.lock().records()
     }
 }
 
@@ -199,23 +193,7 @@ impl<D: DecisionStage> DecisionStage for Counting<D> {
         now_ms: u64,
     ) -> Result<Outcome, crate::error::IndexError> {
         let outcome = self.inner.decide(prepared, now_ms)?;
-        let c = &self.counts;
-        match &outcome {
-            Outcome::Decided { decision, .. } => {
-                if decision.replayed {
-                    c.replayed.fetch_add(1, Ordering::Relaxed);
-                }
-                let n = if decision.is_duplicate() {
-                    &c.duplicate
-                } else {
-                    &c.unique
-                };
-                n.fetch_add(1, Ordering::Relaxed);
-            }
-            Outcome::Invalid { .. } => {
-                c.dlq.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.counts.0.lock().add(&outcome);
         Ok(outcome)
     }
 
@@ -342,7 +320,7 @@ struct Summary<'a> {
 
 impl Summary<'_> {
     fn to_json(&self) -> serde_json::Value {
-        let c = self.counts;
+        let c = self.counts.snapshot();
         let records = c.records();
         let secs = self.elapsed.as_secs_f64();
         serde_json::json!({
@@ -350,10 +328,10 @@ impl Summary<'_> {
             "group": self.group,
             "output": self.output.map(|p| p.display().to_string()),
             "records": records,
-            "unique": ReplayCounts::get(&c.unique),
-            "duplicate": ReplayCounts::get(&c.duplicate),
-            "dlq": ReplayCounts::get(&c.dlq),
-            "replayed": ReplayCounts::get(&c.replayed),
+            "unique": c.unique,
+            "duplicate": c.duplicate,
+            "dlq": c.invalid_total(),
+            "replayed": c.replayed,
             "seconds": (secs * 1000.0).round() / 1000.0,
             "records_per_sec": (records as f64 / secs.max(1e-9)).round(),
             "committed": self.committed.iter().map(|(p, o)| (p.to_string(), *o)).collect::<BTreeMap<_, _>>(),
@@ -431,15 +409,16 @@ fn progress_lines(counts: &ReplayCounts, total: u64, finished: &AtomicBool, star
     while !finished.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(200));
         progress.tick(|| {
-            let n = counts.records();
+            let c = counts.snapshot();
+            let n = c.records();
             format!(
                 "{n} of ~{} records ({:.0}/s){}: {} unique, {} duplicate, {} dlq",
                 total.max(n),
                 crate::progress::rate(n, started.elapsed()),
                 crate::progress::eta(n, total, started.elapsed()),
-                ReplayCounts::get(&counts.unique),
-                ReplayCounts::get(&counts.duplicate),
-                ReplayCounts::get(&counts.dlq)
+                c.unique,
+                c.duplicate,
+                c.invalid_total()
             )
         });
     }
