@@ -490,30 +490,19 @@ mod tests {
 
     #[test]
     fn retention_flag_overrides_the_index_section_and_bad_spans_are_refused() {
+        let retention = |args: &[&str], config: &Config| {
+            resolve(args, config, &[])
+                .unwrap()
+                .components
+                .index
+                .retention
+        };
         let mut config = Config::default();
-        assert_eq!(
-            resolve(&[], &config, &[])
-                .unwrap()
-                .components
-                .index
-                .retention,
-            None
-        );
+        assert_eq!(retention(&[], &config), None);
         config.index.retention = Some("30d".parse().unwrap());
+        assert_eq!(retention(&[], &config), Some(TimeSpan::from_days(30)));
         assert_eq!(
-            resolve(&[], &config, &[])
-                .unwrap()
-                .components
-                .index
-                .retention,
-            Some(TimeSpan::from_days(30))
-        );
-        assert_eq!(
-            resolve(&["--retention", "12h"], &config, &[])
-                .unwrap()
-                .components
-                .index
-                .retention,
+            retention(&["--retention", "12h"], &config),
             Some(TimeSpan::from_secs(12 * 3600))
         );
         let err = resolve(&["--retention", "30"], &config, &[]).unwrap_err();
