@@ -1,14 +1,15 @@
-//! Running a JSONL stream through the pipeline: lines are read in order, prepared on all cores, and
-//! decided and written strictly in input order (one output line per input line).
+//! `batch`: the runner over a JSONL file. Lines are read in order (a line over the limit is
+//! measured, not buffered), prepared on all cores, and decided and written strictly in input order
+//! (one output line per input line); the index is synced once at the end.
 
 use crate::article::{InvalidArticle, InvalidReason, ReadRules};
-use crate::dedup::{self, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
-use crate::index::ArticleStore;
-use crate::ordered::{ordered_map, read_line_limited, Line};
-use crate::pipeline::{self, OutcomeCounts, Prepared};
+use crate::lines::{read_line_limited, Line};
+use crate::output;
+use crate::pipeline::{self, Decide, DecisionStage, Envelope, Outcome, OutcomeCounts, Prepared};
 use crate::progress::Progress;
+use crate::runner::{self, RunError};
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,18 @@ pub enum BatchError {
     Io(#[from] io::Error),
     #[error(transparent)]
     Index(#[from] IndexError),
+    #[error("{0}")]
+    Stopped(String),
+}
+
+impl From<RunError<IndexError>> for BatchError {
+    fn from(e: RunError<IndexError>) -> Self {
+        match e {
+            RunError::Stage(e) => BatchError::Index(e),
+            RunError::Sink(e) | RunError::Source(e) => BatchError::Io(e),
+            RunError::Failed(why) => BatchError::Stopped(why),
+        }
+    }
 }
 
 /// Options of a batch run.
@@ -65,65 +78,127 @@ pub struct BatchOptions {
     pub process_start: Instant,
 }
 
-/// Runs `input` through prepare (parallel) and decide (serial, in order), writing one JSON line per
-/// input line to `output`.
-pub fn run_batch<S: ArticleStore>(
-    input: impl BufRead + Send,
-    output: &mut impl Write,
+/// One input line: its number (from 1) and length, and its bytes until they are prepared.
+pub struct JsonLine {
+    pub number: u64,
+    pub len: usize,
+    pub line: Option<Line>,
+}
+
+/// What `batch` writes for one line: the output line and the input's length.
+pub struct LineOutput {
+    pub record: Vec<u8>,
+    pub input_len: usize,
+}
+
+impl Envelope for JsonLine {
+    type Output = LineOutput;
+
+    fn output(self, outcome: Outcome) -> LineOutput {
+        let record = match outcome {
+            Outcome::Decided { record, .. } => record,
+            // With its line number, which only a file source knows.
+            Outcome::Invalid { error, .. } => output::invalid_line(Some(self.number), &error),
+        };
+        LineOutput {
+            record,
+            input_len: self.len,
+        }
+    }
+}
+
+/// Reads numbered lines of at most `max` bytes.
+pub fn json_lines(
+    mut input: impl BufRead + Send,
+    max: usize,
+) -> impl FnMut() -> io::Result<Option<JsonLine>> + Send {
+    let mut number = 0u64;
+    move || {
+        Ok(read_line_limited(&mut input, max)?.map(|line| {
+            number += 1;
+            let len = match &line {
+                Line::Bytes(b) => b.len(),
+                Line::TooLong(n) => *n,
+            };
+            JsonLine {
+                number,
+                len,
+                line: Some(line),
+            }
+        }))
+    }
+}
+
+/// Prepares a line: the article, or why it is invalid (a line over the limit is `oversized`).
+pub fn prepare_line(
+    line: &mut JsonLine,
     fingerprinter: &Fingerprinter,
-    deduper: &mut Deduper<S>,
+    rules: &ReadRules,
+) -> Prepared {
+    match line.line.take() {
+        Some(Line::Bytes(bytes)) => pipeline::prepare(&bytes, fingerprinter, rules),
+        Some(Line::TooLong(len)) => Prepared::Invalid(InvalidArticle::new(
+            InvalidReason::Oversized,
+            format!(
+                "line is {len} bytes; the limit is {} (--max-article-bytes)",
+                rules.max_bytes
+            ),
+        )),
+        None => Prepared::Invalid(InvalidArticle::new(
+            InvalidReason::BadJson,
+            "the line was already prepared",
+        )),
+    }
+}
+
+/// Runs `input` through prepare (parallel) and decide (serial, in order), writing one JSON line per
+/// input line to `output`. Returns the summary and the decider (its index synced).
+pub fn run_batch<D: DecisionStage>(
+    input: impl BufRead + Send,
+    output: &mut (impl Write + Send),
+    fingerprinter: &Fingerprinter,
+    decider: D,
     opts: &BatchOptions,
-) -> Result<BatchSummary, BatchError> {
+) -> Result<(BatchSummary, D), BatchError> {
     let start = Instant::now();
     let mut summary = BatchSummary::default();
     let mut progress = Progress::new("batch", opts.progress_every);
-    let max = opts.max_article_bytes;
     let rules = ReadRules {
-        max_bytes: max,
+        max_bytes: opts.max_article_bytes,
         published_at_offset: opts.published_at_offset,
     };
-    let mut input = input;
-    ordered_map(
-        || read_line_limited(&mut input, max),
-        opts.threads,
-        opts.threads * 64,
-        |line| match line {
-            Line::Bytes(bytes) => (
-                bytes.len(),
-                pipeline::prepare(&bytes, fingerprinter, &rules),
-            ),
-            Line::TooLong(len) => (
-                len,
-                Prepared::Invalid(InvalidArticle::new(
-                    InvalidReason::Oversized,
-                    format!("line is {len} bytes; the limit is {max} (--max-article-bytes)"),
-                )),
-            ),
-        },
-        |n, (len, prepared)| -> Result<(), BatchError> {
+    let mut stage = Decide::new(decider, ());
+    let counts = stage.counts();
+    let process_start = opts.process_start;
+    runner::run_to_end(
+        json_lines(input, opts.max_article_bytes),
+        &|line: &mut JsonLine| prepare_line(line, fingerprinter, &rules),
+        &mut stage,
+        |line: LineOutput| -> io::Result<()> {
             summary.lines += 1;
-            summary.bytes += len as u64;
-            let outcome = pipeline::decide(deduper, prepared, Some(n), dedup::now_ms())?;
+            summary.bytes += line.input_len as u64;
             if summary.first_decision.is_none() {
-                summary.first_decision = Some(opts.process_start.elapsed());
+                summary.first_decision = Some(process_start.elapsed());
             }
-            summary.outcomes.add(&outcome);
-            output.write_all(outcome.record())?;
+            output.write_all(&line.record)?;
             output.write_all(b"\n")?;
             progress.tick(|| {
+                let c = counts.snapshot();
                 format!(
                     "{} lines ({:.0}/s): {} unique, {} duplicate, {} invalid",
                     summary.lines,
                     crate::progress::rate(summary.lines, start.elapsed()),
-                    summary.outcomes.unique,
-                    summary.outcomes.duplicate,
-                    summary.outcomes.invalid_total()
+                    c.unique,
+                    c.duplicate,
+                    c.invalid_total()
                 )
             });
             Ok(())
         },
+        &runner::Options::file(opts.threads),
     )?;
     output.flush()?;
+    summary.outcomes = counts.snapshot();
     summary.elapsed = start.elapsed();
-    Ok(summary)
+    Ok((summary, stage.into_decider()))
 }

@@ -5,15 +5,16 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use newsdedup::article::{Article, DEFAULT_MAX_ARTICLE_BYTES};
 use newsdedup::audit::{self, AuditOptions, Header};
-use newsdedup::batch::{self, BatchOptions};
+use newsdedup::batch::{self, BatchOptions, JsonLine};
 use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::components::{Components, Overrides};
 use newsdedup::config::Config;
 use newsdedup::fingerprint::{Fingerprinter, ImageUse};
 use newsdedup::index::{ArticleStore, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
-use newsdedup::ordered::{self, Line};
+use newsdedup::lines::Line;
 use newsdedup::replica::{self, TopicSource};
+use newsdedup::runner;
 use newsdedup::settings::{self, ReplayArgs, RunArgs};
 use newsdedup::time::TimeSpan;
 use serde_json::{json, Value};
@@ -503,12 +504,9 @@ fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead + Send>> {
     }
 }
 
-fn open_output(path: &Path) -> Result<Box<dyn Write>> {
+fn open_output(path: &Path) -> Result<Box<dyn Write + Send>> {
     if path.as_os_str() == "-" {
-        Ok(Box::new(BufWriter::with_capacity(
-            1 << 16,
-            io::stdout().lock(),
-        )))
+        Ok(Box::new(BufWriter::with_capacity(1 << 16, io::stdout())))
     } else {
         let f = File::create(path)
             .with_context(|| format!("cannot create output {}", path.display()))?;
@@ -524,21 +522,23 @@ fn cmd_fingerprint(
 ) -> Result<()> {
     let fp = fingerprinter(components)?;
     let mut out = open_output(Path::new("-"))?;
-    let mut input = open_input(input)?;
-    ordered::ordered_map(
-        || ordered::read_line_limited(&mut input, DEFAULT_MAX_ARTICLE_BYTES),
-        components.threads,
-        256,
-        |line| fingerprint_line(&fp, line, explain, top),
-        |n, mut value: Value| -> Result<(), io::Error> {
+    let input = open_input(input)?;
+    runner::run_to_end(
+        batch::json_lines(input, DEFAULT_MAX_ARTICLE_BYTES),
+        &|line: &mut JsonLine| fingerprint_line(&fp, line.line.take(), explain, top),
+        &mut runner::Map(|line: JsonLine, mut value: Value| {
             if let Some(obj) = value.as_object_mut() {
                 if obj.contains_key("error") {
-                    obj.insert("line".into(), json!(n));
+                    obj.insert("line".into(), json!(line.number));
                 }
             }
+            value
+        }),
+        |value: Value| -> io::Result<()> {
             serde_json::to_writer(&mut out, &value)?;
             out.write_all(b"\n")
         },
+        &runner::Options::file(components.threads),
     )?;
     out.flush()?;
     Ok(())
@@ -592,11 +592,10 @@ fn cmd_batch(
     components: &Components,
 ) -> Result<()> {
     let (fp, index) = fingerprinter_and_index(components, index_dir)?;
-    let mut deduper = components.deduper(index);
+    let deduper = components.deduper(index);
     let mut out = open_output(output)?;
-    let summary = batch::run_batch(open_input(Some(input))?, &mut out, &fp, &mut deduper, opts)
+    let (summary, _deduper) = batch::run_batch(open_input(Some(input))?, &mut out, &fp, deduper, opts)
         .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
-    deduper.store().sync()?;
     eprintln!("batch: done: {}", summary.to_json());
     Ok(())
 }
@@ -946,10 +945,11 @@ fn ensure_index_exists(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn fingerprint_line(fp: &Fingerprinter, line: Line, explain: bool, top: usize) -> Value {
+fn fingerprint_line(fp: &Fingerprinter, line: Option<Line>, explain: bool, top: usize) -> Value {
     let bytes = match line {
-        Line::Bytes(b) => b,
-        Line::TooLong(n) => return json!({"error": format!("oversized: line is {n} bytes")}),
+        Some(Line::Bytes(b)) => b,
+        Some(Line::TooLong(n)) => return json!({"error": format!("oversized: line is {n} bytes")}),
+        None => return json!({"error": "the line was already fingerprinted"}),
     };
     let article = match Article::parse(&bytes, DEFAULT_MAX_ARTICLE_BYTES) {
         Ok(a) => a,

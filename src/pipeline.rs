@@ -1,13 +1,20 @@
-//! The two stages every input goes through, shared by `batch` and the Kafka consumer:
-//! `prepare` (parse + validate + fingerprint: pure, parallel, could run on another machine) and
-//! `Decider::decide` (index lookup + insert: serial, single writer).
+//! The two stages every article goes through, whatever its source and sink: `prepare` (parse +
+//! validate + fingerprint: pure, parallel, could run on another machine) and `decide` (index
+//! lookup + insert: serial, single writer). [`Decide`] is the decision as a stage of the
+//! [`runner`](crate::runner), counting outcomes for every command in one place; an [`Envelope`]
+//! (a JSONL line, a Kafka record) says what the source carried around the article and how its
+//! outcome is written back.
 
 use crate::article::{Article, InvalidArticle, InvalidReason, ReadRules};
 use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
-use crate::index::ArticleStore;
+use crate::index::{ArticleStore, DurableStore, IndexCounts, SyncHandle};
 use crate::output;
+use crate::runner::Stage;
+use crate::simhash::Fingerprint;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// What the decision stage needs of a valid article (the record itself is not kept).
 #[derive(Debug, Clone, PartialEq)]
@@ -147,6 +154,27 @@ impl OutcomeCounts {
     }
 }
 
+/// Outcome counts shared between the decision stage (which adds) and whoever reports them on
+/// other threads (progress lines, summaries).
+#[derive(Debug, Clone, Default)]
+pub struct SharedCounts(Arc<Mutex<OutcomeCounts>>);
+
+impl SharedCounts {
+    pub fn add(&self, outcome: &Outcome) {
+        if let Ok(mut counts) = self.0.lock() {
+            counts.add(outcome);
+        }
+    }
+
+    pub fn snapshot(&self) -> OutcomeCounts {
+        self.0.lock().map(|c| c.clone()).unwrap_or_default()
+    }
+
+    pub fn records(&self) -> u64 {
+        self.snapshot().records()
+    }
+}
+
 /// Decides a prepared article. `line` (1-based) is included in invalid records when known.
 pub fn decide<S: ArticleStore>(
     deduper: &mut Deduper<S>,
@@ -180,5 +208,144 @@ pub fn decide<S: ArticleStore>(
                 decision,
             })
         }
+    }
+}
+
+/// The decision a [`Decide`] stage runs: implemented by `Deduper` over a [`DurableStore`]; tests
+/// wrap it to inject failures.
+pub trait DecisionStage: Send {
+    /// Decides one prepared record (an invalid one is passed through without touching the index).
+    fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError>;
+    /// Makes every decision so far durable.
+    fn sync(&self) -> Result<(), IndexError>;
+    /// A handle that does `sync` from another thread, if there is one.
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        None
+    }
+    fn counts(&self) -> IndexCounts;
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+    /// Takes a decided article out of the index (its stored version is `fingerprint`),
+    /// durably, because its output can never reach its topic. True if it was there.
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+}
+
+impl<S: DurableStore> DecisionStage for Deduper<S> {
+    fn decide(&mut self, prepared: Prepared, now_ms: u64) -> Result<Outcome, IndexError> {
+        decide(self, prepared, None, now_ms)
+    }
+
+    fn sync(&self) -> Result<(), IndexError> {
+        self.store().sync()
+    }
+
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        self.store().sync_handle()
+    }
+
+    fn counts(&self) -> IndexCounts {
+        self.store().counts()
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.store().disk_bytes()
+    }
+
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
+        self.store_mut().withdraw(id, fingerprint)
+    }
+}
+
+/// What a source carried around an article, and how the article's outcome is written back for
+/// its sink (a JSONL line with its line number, a Kafka record with its headers and offset).
+pub trait Envelope {
+    type Output: Send;
+    /// The carrier's own time (Kafka's record timestamp): the event time of an article without
+    /// a readable `published_at`.
+    fn record_time_ms(&self) -> Option<i64> {
+        None
+    }
+    fn output(self, outcome: Outcome) -> Self::Output;
+}
+
+/// Watches the decisions (the service exports them as metrics).
+pub trait DecisionObserver: Send {
+    /// `outcome` was decided in `took`; the index now holds `index`.
+    fn decided(&mut self, _outcome: &Outcome, _took: Duration, _index: &IndexCounts) {}
+    /// The index changed outside a decision (a withdrawal), or its size was measured.
+    fn index_changed(&mut self, _index: &IndexCounts, _disk_bytes: Option<u64>) {}
+}
+
+impl DecisionObserver for () {}
+
+/// How often the index's size on disk is measured while deciding.
+const DISK_EVERY: Duration = Duration::from_secs(10);
+
+/// The decision as a runner stage: decides each article, counts its outcome, and writes it back
+/// through its envelope.
+pub struct Decide<D, O = ()> {
+    decider: D,
+    counts: SharedCounts,
+    observer: O,
+    measured: Instant,
+}
+
+impl<D: DecisionStage, O: DecisionObserver> Decide<D, O> {
+    pub fn new(decider: D, mut observer: O) -> Self {
+        observer.index_changed(&decider.counts(), Some(decider.disk_bytes()));
+        Decide {
+            decider,
+            counts: SharedCounts::default(),
+            observer,
+            measured: Instant::now(),
+        }
+    }
+
+    /// The outcomes counted so far, shared (for progress lines read on other threads).
+    pub fn counts(&self) -> SharedCounts {
+        self.counts.clone()
+    }
+
+    pub fn decider(&self) -> &D {
+        &self.decider
+    }
+
+    pub fn into_decider(self) -> D {
+        self.decider
+    }
+}
+
+impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for Decide<D, O> {
+    type Output = E::Output;
+    type Error = IndexError;
+
+    fn apply(&mut self, envelope: E, mut prepared: Prepared) -> Result<E::Output, IndexError> {
+        prepared.set_record_time(envelope.record_time_ms());
+        let start = Instant::now();
+        let outcome = self.decider.decide(prepared, crate::dedup::now_ms())?;
+        self.counts.add(&outcome);
+        self.observer
+            .decided(&outcome, start.elapsed(), &self.decider.counts());
+        if self.measured.elapsed() >= DISK_EVERY {
+            self.measured = Instant::now();
+            self.observer
+                .index_changed(&self.decider.counts(), Some(self.decider.disk_bytes()));
+        }
+        Ok(envelope.output(outcome))
+    }
+
+    fn sync(&self) -> Result<(), IndexError> {
+        self.decider.sync()
+    }
+
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        self.decider.sync_handle()
+    }
+
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
+        let withdrawn = self.decider.withdraw(id, fingerprint)?;
+        self.observer.index_changed(&self.decider.counts(), None);
+        Ok(withdrawn)
     }
 }

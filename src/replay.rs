@@ -7,15 +7,15 @@
 
 use crate::config::Config;
 use crate::dedup::now_ms;
-use crate::index::{IndexCounts, SyncHandle};
 use crate::kafka::consumer::{self, Bounds, LoopExit};
-use crate::kafka::engine::{DecisionStage, EngineHandle, OutputSink};
+use crate::kafka::engine::OutputSink;
 use crate::kafka::producer::{Acks, ProducerSink};
 use crate::kafka::range::{self, RangeBounds};
 use crate::kafka::record::{OutputKind, OutputRecord, Ticket};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::Health;
-use crate::pipeline::{Outcome, OutcomeCounts, Prepared};
+use crate::pipeline::SharedCounts;
+use crate::runner::RunnerHandle;
 use crate::service;
 use crate::settings::{ReplayArgs, ReplaySettings};
 use anyhow::{bail, Context, Result};
@@ -85,12 +85,9 @@ pub fn replay(
             (Some(producer), ReplaySink::Kafka(sink))
         }
     };
-    let counts = Arc::new(ReplayCounts::default());
-    let decider = Counting {
-        inner: settings.components.deduper(index),
-        counts: counts.clone(),
-    };
+    let decider = settings.components.deduper(index);
     let mut engine = service::start_engine(decider, fingerprinter, settings, sink, &abandon);
+    let counts = engine.counts();
     let consumer = service::create_consumer(settings, &tracker, &engine, &health, &stop)?;
     let mut tpl = TopicPartitionList::new();
     for s in &spans {
@@ -166,62 +163,6 @@ pub fn replay(
     }
 }
 
-/// The replay's outcomes, shared by the decision stage (which adds) and the progress display.
-#[derive(Default)]
-struct ReplayCounts(parking_lot::Mutex<OutcomeCounts>);
-
-impl ReplayCounts {
-    fn snapshot(&self) -> OutcomeCounts {
-        self.0.lock().clone()
-    }
-
-    fn records(&self) -> u64 {
-        self.0.lock().records()
-    }
-}
-
-/// `run`'s decision stage, counting its outcomes for the progress and the summary.
-struct Counting<D> {
-    inner: D,
-    counts: Arc<ReplayCounts>,
-}
-
-impl<D: DecisionStage> DecisionStage for Counting<D> {
-    fn decide(
-        &mut self,
-        prepared: Prepared,
-        now_ms: u64,
-    ) -> Result<Outcome, crate::error::IndexError> {
-        let outcome = self.inner.decide(prepared, now_ms)?;
-        self.counts.0.lock().add(&outcome);
-        Ok(outcome)
-    }
-
-    fn sync(&self) -> Result<(), crate::error::IndexError> {
-        self.inner.sync()
-    }
-
-    fn sync_handle(&self) -> Option<SyncHandle> {
-        self.inner.sync_handle()
-    }
-
-    fn counts(&self) -> IndexCounts {
-        self.inner.counts()
-    }
-
-    fn disk_bytes(&self) -> u64 {
-        self.inner.disk_bytes()
-    }
-
-    fn withdraw(
-        &mut self,
-        id: &str,
-        fingerprint: crate::simhash::Fingerprint,
-    ) -> Result<bool, crate::error::IndexError> {
-        self.inner.withdraw(id, fingerprint)
-    }
-}
-
 /// Where the replay's output records go: `run`'s topics, or a JSONL file (dry run).
 enum ReplaySink {
     Kafka(ProducerSink),
@@ -229,7 +170,7 @@ enum ReplaySink {
 }
 
 impl OutputSink for ReplaySink {
-    fn attach(&mut self, engine: &EngineHandle) {
+    fn attach(&mut self, engine: &RunnerHandle) {
         match self {
             ReplaySink::Kafka(s) => s.attach(engine),
             ReplaySink::File(s) => s.attach(engine),
@@ -251,7 +192,7 @@ struct JsonlSink {
     out: BufWriter<File>,
     path: PathBuf,
     acks: Arc<Acks>,
-    engine: Option<EngineHandle>,
+    engine: Option<RunnerHandle>,
 }
 
 impl JsonlSink {
@@ -276,7 +217,7 @@ impl JsonlSink {
 }
 
 impl OutputSink for JsonlSink {
-    fn attach(&mut self, engine: &EngineHandle) {
+    fn attach(&mut self, engine: &RunnerHandle) {
         self.engine = Some(engine.clone());
     }
 
@@ -312,7 +253,7 @@ struct Summary<'a> {
     topic: &'a str,
     group: &'a str,
     output: Option<&'a Path>,
-    counts: &'a ReplayCounts,
+    counts: &'a SharedCounts,
     elapsed: Duration,
     /// Offsets committed by the replay's group, per partition.
     committed: &'a BTreeMap<i32, i64>,
@@ -348,12 +289,7 @@ struct ProgressDisplay {
 }
 
 impl ProgressDisplay {
-    fn start(
-        counts: Arc<ReplayCounts>,
-        total: u64,
-        show: bool,
-        started: Instant,
-    ) -> ProgressDisplay {
+    fn start(counts: SharedCounts, total: u64, show: bool, started: Instant) -> ProgressDisplay {
         let done = Arc::new(AtomicBool::new(false));
         if !show {
             return ProgressDisplay { done, thread: None };
@@ -380,7 +316,7 @@ impl ProgressDisplay {
     }
 }
 
-fn progress_bar(counts: &ReplayCounts, total: u64, finished: &AtomicBool, started: Instant) {
+fn progress_bar(counts: &SharedCounts, total: u64, finished: &AtomicBool, started: Instant) {
     let bar = indicatif::ProgressBar::new(total);
     if let Ok(style) = indicatif::ProgressStyle::with_template(
         "replay [{bar:30}] {pos}/{len} records  {msg}  ETA {eta}",
@@ -404,7 +340,7 @@ fn progress_bar(counts: &ReplayCounts, total: u64, finished: &AtomicBool, starte
     bar.finish_and_clear();
 }
 
-fn progress_lines(counts: &ReplayCounts, total: u64, finished: &AtomicBool, started: Instant) {
+fn progress_lines(counts: &SharedCounts, total: u64, finished: &AtomicBool, started: Instant) {
     let mut progress = crate::progress::Progress::new("replay", Some(PROGRESS_LINE_EVERY));
     while !finished.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(200));

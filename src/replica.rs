@@ -11,7 +11,7 @@ use crate::fingerprint::Fingerprinter;
 use crate::index::RocksIndex;
 use crate::index::{ArticleStore, StoredArticle};
 use crate::kafka::follow::Follower;
-use crate::ordered::{read_line_limited, Line};
+use crate::lines::{read_line_limited, Line};
 use crate::progress::Progress;
 use crate::restore::{
     apply_rule, restore_all, Apply, RestoreRunError, RestoreSummary, RestoreTarget, Restored,

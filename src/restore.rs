@@ -18,6 +18,7 @@ use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::index::{Revision, StoredArticle, StoredDecision};
 use crate::output::{DedupMember, MatchMember};
+use crate::runner::{self, RunError, Stage};
 use crate::simhash::Fingerprint;
 use serde::{Deserialize, Serialize};
 use std::io;
@@ -232,71 +233,103 @@ pub enum RestoreRunError {
 /// How many unreadable records are quoted in the summary.
 const UNREADABLE_EXAMPLES: usize = 5;
 
-/// Restores every record `next` yields (until it returns None) into `target`: records are
-/// parsed and fingerprinted on `threads` workers and applied in the order read, each with its
-/// position in the same write. `progress` is called after each applied record. Stops at the first
-/// record made with another fingerprint identity.
-pub fn restore_all<T: RestoreTarget>(
+/// Restores every record `next` yields (until it returns None) into `target` with the runner:
+/// records are parsed and fingerprinted on `threads` workers and applied in the order read, each
+/// with its position in the same write. `progress` is called after each applied record. Stops at
+/// the first record made with another fingerprint identity.
+pub fn restore_all<T: RestoreTarget + Send>(
     next: impl FnMut() -> io::Result<Option<SourceRecord>> + Send,
     target: &mut T,
     fingerprinter: &Fingerprinter,
     rules: &ReadRules,
     threads: usize,
-    mut progress: impl FnMut(&RestoreSummary),
+    progress: impl FnMut(&RestoreSummary) + Send,
 ) -> Result<RestoreSummary, RestoreRunError> {
-    let started = Instant::now();
-    let mut summary = RestoreSummary::default();
     let now = crate::dedup::now_ms();
-    crate::ordered::ordered_map(
+    let mut stage = Restoring {
+        target,
+        summary: RestoreSummary::default(),
+        started: Instant::now(),
+        progress,
+    };
+    let ran = runner::run_to_end(
         next,
-        threads,
-        threads * 64,
-        |rec: SourceRecord| {
+        &|rec: &mut SourceRecord| {
             let decided = rec.timestamp_ms.unwrap_or(now);
-            let restored = restore(&rec.bytes, fingerprinter, rules, decided, rec.input_time_ms);
-            (restored, rec.position)
+            restore(&rec.bytes, fingerprinter, rules, decided, rec.input_time_ms)
         },
-        |_, (restored, position)| -> Result<(), RestoreRunError> {
-            summary.records += 1;
-            let position = position
-                .as_ref()
-                .map(|(topic, partition, offset)| (&**topic, *partition, offset + 1));
-            let restored = match restored {
-                Ok(Some(r)) => Some(r),
-                Ok(None) => {
-                    summary.invalid_inputs += 1;
-                    None
-                }
-                Err(e @ RestoreError::IdentityMismatch { .. }) => {
-                    return Err(RestoreRunError::Identity(e))
-                }
-                Err(RestoreError::NotDecided(why)) => {
-                    summary.unreadable += 1;
-                    if summary.unreadable_examples.len() < UNREADABLE_EXAMPLES {
-                        let at = match position {
-                            Some((t, p, next)) => format!("{t} [{p}] offset {}", next - 1),
-                            None => format!("record {}", summary.records),
-                        };
-                        summary.unreadable_examples.push(format!("{at}: {why}"));
-                    }
-                    None
-                }
-            };
-            if restored.is_some() || position.is_some() {
-                match target.apply_restored(restored.as_ref(), position)? {
-                    Apply::Insert => summary.inserted += 1,
-                    Apply::Replace(_) => summary.replaced += 1,
-                    Apply::Skip if restored.is_some() => summary.already_indexed += 1,
-                    Apply::Skip => {}
-                }
+        &mut stage,
+        |()| Ok(()),
+        &runner::Options::file(threads),
+    );
+    match ran {
+        Ok(_) => {}
+        Err(RunError::Stage(e)) => return Err(e),
+        Err(RunError::Source(e) | RunError::Sink(e)) => return Err(RestoreRunError::Io(e)),
+        Err(RunError::Failed(why)) => return Err(RestoreRunError::Io(io::Error::other(why))),
+    }
+    stage.summary.elapsed = stage.started.elapsed();
+    Ok(stage.summary)
+}
+
+/// The restore as a runner stage: applies each restored record with its position, counting.
+struct Restoring<'t, T, F> {
+    target: &'t mut T,
+    summary: RestoreSummary,
+    started: Instant,
+    progress: F,
+}
+
+impl<T: RestoreTarget, F: FnMut(&RestoreSummary)>
+    Stage<SourceRecord, Result<Option<Restored>, RestoreError>> for Restoring<'_, T, F>
+{
+    type Output = ();
+    type Error = RestoreRunError;
+
+    fn apply(
+        &mut self,
+        record: SourceRecord,
+        restored: Result<Option<Restored>, RestoreError>,
+    ) -> Result<(), RestoreRunError> {
+        let summary = &mut self.summary;
+        summary.records += 1;
+        let position = record
+            .position
+            .as_ref()
+            .map(|(topic, partition, offset)| (&**topic, *partition, offset + 1));
+        let restored = match restored {
+            Ok(Some(r)) => Some(r),
+            Ok(None) => {
+                summary.invalid_inputs += 1;
+                None
             }
-            summary.elapsed = started.elapsed();
-            progress(&summary);
-            Ok(())
-        },
-    )?;
-    summary.elapsed = started.elapsed();
-    Ok(summary)
+            Err(e @ RestoreError::IdentityMismatch { .. }) => {
+                return Err(RestoreRunError::Identity(e))
+            }
+            Err(RestoreError::NotDecided(why)) => {
+                summary.unreadable += 1;
+                if summary.unreadable_examples.len() < UNREADABLE_EXAMPLES {
+                    let at = match position {
+                        Some((t, p, next)) => format!("{t} [{p}] offset {}", next - 1),
+                        None => format!("record {}", summary.records),
+                    };
+                    summary.unreadable_examples.push(format!("{at}: {why}"));
+                }
+                None
+            }
+        };
+        if restored.is_some() || position.is_some() {
+            match self.target.apply_restored(restored.as_ref(), position)? {
+                Apply::Insert => summary.inserted += 1,
+                Apply::Replace(_) => summary.replaced += 1,
+                Apply::Skip if restored.is_some() => summary.already_indexed += 1,
+                Apply::Skip => {}
+            }
+        }
+        summary.elapsed = self.started.elapsed();
+        (self.progress)(summary);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -7,12 +7,13 @@ use crate::config::Config;
 use crate::fingerprint::{Fingerprinter, ImageUse};
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
-use crate::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
+use crate::kafka::engine::{Engine, LocalPreparer, OutputSink};
 use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
 use crate::kafka::stop::{self, IncompleteStop, Phase, StopReport, StopRequest};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::watch::{Watch, WatchConfig};
 use crate::kafka::{Health, ServiceClientContext, State};
+use crate::pipeline::DecisionStage;
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
 use rdkafka::consumer::Consumer;
@@ -261,7 +262,7 @@ pub(crate) fn producer_sink(
 
 /// Starts the engine: `decider` on the decision thread, the fingerprint stage on
 /// `settings.components.threads` workers, outputs to `sink`.
-pub(crate) fn start_engine<D: DecisionStage, K: OutputSink>(
+pub(crate) fn start_engine<D: DecisionStage + 'static, K: OutputSink>(
     decider: D,
     fingerprinter: Fingerprinter,
     settings: &Settings,

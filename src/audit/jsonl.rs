@@ -4,7 +4,7 @@
 use super::collect::{AuditOptions, Collector, Location, Plan};
 use super::record::BadRecord;
 use super::AuditError;
-use crate::ordered::{read_line_limited, Line};
+use crate::lines::{read_line_limited, Line};
 use crate::progress::Progress;
 use std::io::{self, BufRead, Read, Seek, SeekFrom};
 

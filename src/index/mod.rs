@@ -373,6 +373,23 @@ pub trait ArticleStore {
     }
 }
 
+/// A store whose writes can be made durable, and from which one decided article can be taken out
+/// again: what a decision stage that publishes its decisions needs.
+pub trait DurableStore: ArticleStore + Send {
+    /// Makes every write so far durable.
+    fn sync(&self) -> Result<(), IndexError>;
+    /// A handle that does `sync` from another thread, if the store has one.
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        None
+    }
+    /// Size on disk, for the metrics.
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+    /// Removes `id` if its stored version has `fingerprint`, durably; true if it did.
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+}
+
 impl Serialize for Fingerprint {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_hex())

@@ -23,13 +23,14 @@
 //! * Stop ([`super::stop`]): one budget from the signal for draining, the final commit, leaving
 //!   the group and closing; a wait inside a callback never outlasts the drain.
 
-use super::engine::{Engine, EngineError, EngineHandle};
+use super::engine::Engine;
 use super::exclusive::{Closed, Facts, Gate, Observed, Signal, Verdict, WaitFacts, Waiting};
 use super::record::InputMessage;
 use super::stop::{self, CommitResult, Phase, StopReport, StopRequest};
 use super::tracker::OffsetTracker;
 use super::{Health, ServiceClientContext, State};
 use crate::metrics as m;
+use crate::runner::{ControlError, RunnerHandle};
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
@@ -53,7 +54,7 @@ const REVOKE_COMMIT_LOCK_WAIT: Duration = Duration::from_secs(10);
 pub struct Shared {
     pub topic: String,
     pub tracker: Arc<Mutex<OffsetTracker>>,
-    pub engine: EngineHandle,
+    pub engine: RunnerHandle,
     pub health: Arc<Health>,
     pub rebalance_timeout: Duration,
     /// `auto.offset.reset`: Some(true) earliest, Some(false) latest, None left to librdkafka.
@@ -86,7 +87,7 @@ impl Shared {
     pub fn new(
         topic: String,
         tracker: Arc<Mutex<OffsetTracker>>,
-        engine: EngineHandle,
+        engine: RunnerHandle,
         health: Arc<Health>,
         rebalance_timeout: Duration,
         offset_reset: Option<bool>,
@@ -384,7 +385,7 @@ impl ConsumerCtx {
 pub enum CommitError {
     /// The index could not be made durable: committing would risk losing decisions.
     #[error("cannot make the index durable before committing: {0}")]
-    Index(EngineError),
+    Index(ControlError),
     #[error("offset commit failed: {0}")]
     Kafka(KafkaError),
     #[error("another commit is still running")]

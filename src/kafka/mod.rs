@@ -13,7 +13,7 @@
 //!
 //! * [`tracker`]: which offsets are done and committable (pure).
 //! * [`record`]: input message / output record / headers (pure).
-//! * [`engine`]: prepare pool + decision thread behind `Preparer` / `OutputSink` (no Kafka).
+//! * [`engine`]: `run`'s configuration of the runner: prepare, decide, group commit, sink (no Kafka client).
 //! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
 //! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling; bounded by
 //!   [`consumer::Bounds`] for `replay`.

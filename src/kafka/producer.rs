@@ -7,15 +7,16 @@
 //! * too large: the record goes to the DLQ instead (reason `oversized`), as a record whose total
 //!   size is bounded (`record::oversized_fallback`);
 //! * permanent (unknown topic, authorization, fatal producer error, a refused fallback, retries
-//!   exhausted): the engine is failed ([`EngineHandle::fail`]), so the service stops deciding,
+//!   exhausted): the engine is failed ([`RunnerHandle::fail`]), so the service stops deciding,
 //!   reports it on /health, commits what is done and exits non-zero. The record is never
 //!   acknowledged, so no offset passes it.
 
-use super::engine::{EngineHandle, OutputSink};
+use super::engine::OutputSink;
 use super::record::{self, OutputKind, OutputRecord, Ticket};
 use super::tracker::OffsetTracker;
 use super::ServiceClientContext;
 use crate::metrics as m;
+use crate::runner::RunnerHandle;
 use parking_lot::Mutex;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -111,7 +112,7 @@ struct Output {
     /// Longest time one record is retried (None: for ever).
     max_retry: Option<Duration>,
     /// Set by `attach`, before the first record.
-    engine: std::sync::OnceLock<EngineHandle>,
+    engine: std::sync::OnceLock<RunnerHandle>,
 }
 
 impl ProducerSink {
@@ -397,7 +398,7 @@ async fn deliver(
 /// Longest wait for the decision thread to withdraw an article.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// [`EngineHandle::withdraw`] off the async runtime (it blocks on the decision thread); the
+/// [`RunnerHandle::withdraw`] off the async runtime (it blocks on the decision thread); the
 /// failure to report if it cannot be done.
 async fn withdraw(out: &Output, indexed: record::Indexed) -> Result<(), String> {
     let Some(engine) = out.engine.get().cloned() else {
@@ -407,7 +408,7 @@ async fn withdraw(out: &Output, indexed: record::Indexed) -> Result<(), String> 
         ));
     };
     let id = indexed.id.clone();
-    match tokio::task::spawn_blocking(move || engine.withdraw(&indexed, WITHDRAW_TIMEOUT)).await {
+    match tokio::task::spawn_blocking(move || engine.withdraw(&indexed.id, indexed.fingerprint, WITHDRAW_TIMEOUT)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!(
             "cannot withdraw article {id:?}, whose output the broker refused, from the index: {e}; stopped, nothing after it is committed"
@@ -417,7 +418,7 @@ async fn withdraw(out: &Output, indexed: record::Indexed) -> Result<(), String> 
 }
 
 impl OutputSink for ProducerSink {
-    fn attach(&mut self, engine: &EngineHandle) {
+    fn attach(&mut self, engine: &RunnerHandle) {
         let _ = self.out.engine.set(engine.clone());
     }
 

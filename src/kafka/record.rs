@@ -77,7 +77,7 @@ pub struct OutputRecord {
     pub payload: Vec<u8>,
     pub headers: Vec<(String, Vec<u8>)>,
     /// For a decided article, the index entry the record stands for: if the record can never
-    /// reach its topic, the entry is withdrawn (`EngineHandle::withdraw`), so that the index and
+    /// reach its topic, the entry is withdrawn (`RunnerHandle::withdraw`), so that the index and
     /// the output topics (what a standby or a rebuild reads) agree.
     pub indexed: Option<Indexed>,
     /// For a DLQ record, the line `batch` writes for the same invalid input (id, when known, and

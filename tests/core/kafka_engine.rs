@@ -1,4 +1,4 @@
-//! The service's stages without a broker: the prepare pool + decision thread (`kafka::engine`)
+//! The service's stages without a broker: the runner as `run` configures it (`kafka::engine`)
 //! with an in-memory sink, and the offset tracker fed by its acknowledgements.
 
 use crate::common;
@@ -9,9 +9,10 @@ use newsdedup::error::IndexError;
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::IndexCounts;
 use newsdedup::index::{RocksIndex, SyncHandle};
-use newsdedup::kafka::engine::{DecisionStage, Engine, LocalPreparer, OutputSink};
+use newsdedup::kafka::engine::{Engine, LocalPreparer, OutputSink};
 use newsdedup::kafka::record::{InputMessage, OutputKind, OutputRecord, Ticket};
 use newsdedup::kafka::tracker::OffsetTracker;
+use newsdedup::pipeline::DecisionStage;
 use newsdedup::pipeline::{Outcome, Prepared};
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -379,12 +380,12 @@ fn an_article_whose_output_cannot_fit_is_oversized_and_never_indexed() {
 #[derive(Clone)]
 struct RefusingSink {
     limit: usize,
-    engine: Arc<Mutex<Option<newsdedup::kafka::engine::EngineHandle>>>,
+    engine: Arc<Mutex<Option<newsdedup::runner::RunnerHandle>>>,
     inner: VecSink,
 }
 
 impl OutputSink for RefusingSink {
-    fn attach(&mut self, engine: &newsdedup::kafka::engine::EngineHandle) {
+    fn attach(&mut self, engine: &newsdedup::runner::RunnerHandle) {
         *self.engine.lock() = Some(engine.clone());
     }
 
@@ -398,10 +399,11 @@ impl OutputSink for RefusingSink {
             .clone()
             .expect("a decided record names its index entry");
         // Off the decision thread, as the producer's delivery tasks are.
-        let withdrawn =
-            std::thread::spawn(move || engine.withdraw(&indexed, Duration::from_secs(10)))
-                .join()
-                .expect("withdraw thread");
+        let withdrawn = std::thread::spawn(move || {
+            engine.withdraw(&indexed.id, indexed.fingerprint, Duration::from_secs(10))
+        })
+        .join()
+        .expect("withdraw thread");
         assert_eq!(withdrawn, Ok(true));
         let fallback = newsdedup::kafka::record::oversized_fallback(record, "MessageSizeTooLarge");
         self.inner.send(fallback, ticket);

@@ -13,7 +13,8 @@ use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
     parse_expiry_key, parse_id_key, ARTICLES, BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
-use crate::index::{ArticleStore, StoredArticle, StoredDecision};
+use crate::index::{ArticleStore, DurableStore, StoredArticle, StoredDecision};
+use crate::simhash::Fingerprint;
 use crate::simhash::BLOCKS;
 use crate::time::{format_rfc3339, Bucket, TimeSpan};
 use rocksdb::{ReadOptions, WaitForCompactOptions, WriteBatch, DB};
@@ -32,6 +33,27 @@ impl SyncHandle {
     /// Makes every write completed before this call durable (fsync of the WAL).
     pub fn sync(&self) -> Result<(), IndexError> {
         self.db.flush_wal(true).map_err(rocks_err(&self.dir))
+    }
+}
+
+impl DurableStore for RocksIndex {
+    fn sync(&self) -> Result<(), IndexError> {
+        RocksIndex::sync(self)
+    }
+
+    fn sync_handle(&self) -> Option<SyncHandle> {
+        Some(RocksIndex::sync_handle(self))
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        RocksIndex::disk_bytes(self)
+    }
+
+    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
+        if self.get(id)?.is_some_and(|a| a.fingerprint == fingerprint) {
+            return Ok(!self.delete(&[id.to_owned()])?.is_empty());
+        }
+        Ok(false)
     }
 }
 
