@@ -789,46 +789,42 @@ mod tests {
         }
     }
 
-    #[test]
-    fn results_reach_the_sink_in_source_order_with_many_workers() {
+    /// Runs `n` numbers through a `Collect` stage failing at `fail_at`: the result, what the
+    /// sink received and what the stage applied.
+    fn collect(
+        n: u64,
+        fail_at: Option<u64>,
+        threads: usize,
+    ) -> (Result<u64, RunError<IndexError>>, Vec<u64>, Vec<u64>) {
         let mut stage = Collect {
             seen: Vec::new(),
-            fail_at: None,
+            fail_at,
         };
         let mut out = Vec::new();
-        let read = run_to_end(
-            numbers(5000),
+        let result = run_to_end(
+            numbers(n),
             &|i: &mut u64| *i * 2,
             &mut stage,
             |o: u64| {
                 out.push(o);
                 Ok(())
             },
-            &Options::file(4),
-        )
-        .expect("run");
-        assert_eq!(read, 5000);
+            &Options::file(threads),
+        );
+        (result, out, stage.seen)
+    }
+
+    #[test]
+    fn results_reach_the_sink_in_source_order_with_many_workers() {
+        let (read, out, seen) = collect(5000, None, 4);
+        assert_eq!(read.expect("run"), 5000);
         assert_eq!(out, (0..5000).collect::<Vec<_>>());
-        assert_eq!(stage.seen, out);
+        assert_eq!(seen, out);
     }
 
     #[test]
     fn a_stage_error_stops_the_run_and_nothing_after_it_is_published() {
-        let mut stage = Collect {
-            seen: Vec::new(),
-            fail_at: Some(100),
-        };
-        let mut out = Vec::new();
-        let result = run_to_end(
-            numbers(100_000),
-            &|i: &mut u64| *i * 2,
-            &mut stage,
-            |o: u64| {
-                out.push(o);
-                Ok(())
-            },
-            &Options::file(2),
-        );
+        let (result, out, _) = collect(100_000, Some(100), 2);
         assert!(matches!(result, Err(RunError::Stage(_))), "{result:?}");
         assert_eq!(out, (0..100).collect::<Vec<_>>());
     }
