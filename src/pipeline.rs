@@ -271,13 +271,21 @@ pub trait Envelope {
 
 /// Watches the decisions (the service exports them as metrics).
 pub trait DecisionObserver: Send {
+    /// False when nothing is watched: the index is then not measured for it.
+    fn watching(&self) -> bool {
+        true
+    }
     /// `outcome` was decided in `took`; the index now holds `index`.
     fn decided(&mut self, _outcome: &Outcome, _took: Duration, _index: &IndexCounts) {}
     /// The index changed outside a decision (a withdrawal), or its size was measured.
     fn index_changed(&mut self, _index: &IndexCounts, _disk_bytes: Option<u64>) {}
 }
 
-impl DecisionObserver for () {}
+impl DecisionObserver for () {
+    fn watching(&self) -> bool {
+        false
+    }
+}
 
 /// How often the index's size on disk is measured while deciding.
 const DISK_EVERY: Duration = Duration::from_secs(10);
@@ -293,7 +301,9 @@ pub struct Decide<D, O = ()> {
 
 impl<D: DecisionStage, O: DecisionObserver> Decide<D, O> {
     pub fn new(decider: D, mut observer: O) -> Self {
-        observer.index_changed(&decider.counts(), Some(decider.disk_bytes()));
+        if observer.watching() {
+            observer.index_changed(&decider.counts(), Some(decider.disk_bytes()));
+        }
         Decide {
             decider,
             counts: SharedCounts::default(),
@@ -325,12 +335,14 @@ impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for 
         let start = Instant::now();
         let outcome = self.decider.decide(prepared, crate::dedup::now_ms())?;
         self.counts.add(&outcome);
-        self.observer
-            .decided(&outcome, start.elapsed(), &self.decider.counts());
-        if self.measured.elapsed() >= DISK_EVERY {
-            self.measured = Instant::now();
+        if self.observer.watching() {
             self.observer
-                .index_changed(&self.decider.counts(), Some(self.decider.disk_bytes()));
+                .decided(&outcome, start.elapsed(), &self.decider.counts());
+            if self.measured.elapsed() >= DISK_EVERY {
+                self.measured = Instant::now();
+                self.observer
+                    .index_changed(&self.decider.counts(), Some(self.decider.disk_bytes()));
+            }
         }
         Ok(envelope.output(outcome))
     }

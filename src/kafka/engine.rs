@@ -59,14 +59,11 @@ impl Prepare<InputMessage> for LocalPreparer {
     type Prepared = Prepared;
 
     fn prepare(&self, msg: &mut InputMessage) -> Prepared {
-        let start = Instant::now();
         let prepared = self.prepare_record(msg);
         if matches!(prepared, Prepared::Valid { .. }) {
             // Only the DLQ needs the original bytes.
             msg.payload = None;
         }
-        metrics::histogram!(m::STAGE_SECONDS, "stage" => "prepare")
-            .record(start.elapsed().as_secs_f64());
         prepared
     }
 }
@@ -123,7 +120,25 @@ impl Envelope for InputMessage {
     }
 }
 
+/// A prepare stage timed into the `prepare` stage histogram.
+struct Timed<P> {
+    inner: Arc<P>,
+    prepare_secs: metrics::Histogram,
+}
+
+impl<P: Prepare<InputMessage> + Send> Prepare<InputMessage> for Timed<P> {
+    type Prepared = P::Prepared;
+
+    fn prepare(&self, msg: &mut InputMessage) -> P::Prepared {
+        let start = Instant::now();
+        let prepared = self.inner.prepare(msg);
+        self.prepare_secs.record(start.elapsed().as_secs_f64());
+        prepared
+    }
+}
+
 /// The decisions and the runner's groups as metrics.
+#[derive(Clone)]
 struct Exported {
     unique: metrics::Counter,
     duplicate: metrics::Counter,
@@ -226,7 +241,8 @@ impl Engine {
         P: Prepare<InputMessage, Prepared = Prepared> + Send + 'static,
         K: OutputSink,
     {
-        let observer = Arc::new(Exported::new());
+        let exported = Exported::new();
+        let observer: Arc<dyn Observer> = Arc::new(exported.clone());
         let options = runner::Options {
             threads,
             window: None,
@@ -234,11 +250,15 @@ impl Engine {
             read_after_failure: true,
             observer: observer.clone(),
         };
+        let preparer = Timed {
+            inner: preparer,
+            prepare_secs: metrics::histogram!(m::STAGE_SECONDS, "stage" => "prepare"),
+        };
         let (handle, controls) = RunnerHandle::new(decider.sync_handle(), abandon, observer);
         let mut sink = sink;
         sink.attach(&handle);
         let (jobs, rx) = unbounded::<InputMessage>();
-        let mut stage = Decide::new(decider, Exported::new());
+        let mut stage = Decide::new(decider, exported.clone());
         let counts = stage.counts();
         let guard = handle.fail_on_panic("decide");
         let run_handle = handle.clone();
@@ -250,16 +270,18 @@ impl Engine {
                 // A failure is already recorded in the handle, where the consumer loop sees it.
                 let _ = runner::run(
                     source,
-                    preparer.as_ref(),
+                    &preparer,
                     &mut stage,
                     Delivered(sink),
                     &run_handle,
                     controls,
                     &options,
                 );
-                let counts = stage.decider().counts();
-                let mut exported = Exported::new();
-                exported.index_changed(&counts, Some(stage.decider().disk_bytes()));
+                let mut exported = exported;
+                exported.index_changed(
+                    &stage.decider().counts(),
+                    Some(stage.decider().disk_bytes()),
+                );
             })
             .expect("cannot spawn the decision thread");
         Engine {
