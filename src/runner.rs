@@ -430,7 +430,9 @@ where
                 let _guard = guard;
                 let mut n = 0u64;
                 loop {
-                    if !read_after_failure && handle.failed.load(Ordering::Relaxed) {
+                    if handle.abandon.load(Ordering::Relaxed)
+                        || (!read_after_failure && handle.failed.load(Ordering::Relaxed))
+                    {
                         break;
                     }
                     if let Some(credits) = &credit_take {
@@ -462,7 +464,8 @@ where
                     let _guard = guard;
                     for (seq, mut item) in jobs {
                         if abandon.load(Ordering::Relaxed) {
-                            // Still handed on, so that its credit comes back.
+                            // Dropped unprepared: the apply thread applies nothing after it,
+                            // and the reader stops taking items (no credit is waited for).
                             continue;
                         }
                         let prepared = preparer.prepare(&mut item);
