@@ -780,3 +780,35 @@ fn a_start_up_image_fingerprints_like_the_texts() {
         f.image_use()
     );
 }
+
+/// A restore that takes the recorded fingerprint computes only the sketch: it must be the sketch
+/// `fingerprint` gives, for ordinary articles and for texts fingerprinted from their characters.
+#[test]
+fn the_sketch_alone_equals_the_fingerprints_sketch() {
+    let fp = Fingerprinter::new(&FingerprintConfig::default()).expect("fingerprinter");
+    let text = |a: &serde_json::Map<String, serde_json::Value>, k: &str| {
+        a.get(k).and_then(|v| v.as_str()).unwrap_or("").to_owned()
+    };
+    let mut cases: Vec<(String, String)> = Vec::new();
+    for file in [
+        "peoples_daily_2019_2020.jsonl",
+        "sina_2018_patrick233.jsonl",
+        "bdci2019_inews.jsonl",
+        "sogou_smarty_2008_2012.jsonl",
+    ] {
+        for a in common::corpus_articles(file, 300) {
+            cases.push((text(&a, "title"), text(&a, "content")));
+        }
+    }
+    cases.push(("".into(), "【大风蓝色预警信号】".into()));
+    cases.push(("【暴雨黄色预警】".into(), "".into()));
+    cases.push(("标题".into(), "<p>内容很短</p>".into()));
+    let mut compared = 0;
+    for (title, content) in &cases {
+        if let Ok(f) = fp.fingerprint(title, content) {
+            assert_eq!(fp.sketch(title, content), f.sketch, "{title:?}");
+            compared += 1;
+        }
+    }
+    assert!(compared >= cases.len() / 2, "{compared} of {}", cases.len());
+}
