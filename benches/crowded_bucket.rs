@@ -60,6 +60,7 @@ fn main() {
             published_ms: None,
             event_time_clamped: false,
             earlier: Vec::new(),
+            correction: None,
             seq,
             fingerprint: fp,
             url: None,

@@ -77,6 +77,7 @@ fn main() {
                 published_ms: None,
                 event_time_clamped: false,
                 earlier: Vec::new(),
+                correction: None,
                 seq,
                 fingerprint: Fingerprint(rng.gen()),
                 url: Some(format!("https://news.example.com/2019/{seq}.html")),

@@ -119,6 +119,7 @@ fn main() {
                     contained: Some(0.95),
                     rule: Some(newsdedup::index::MatchRule::Simhash),
                     relation: Some(newsdedup::index::Relation::Copy),
+                    via: None,
                 }),
                 sketch: Some(random_sketch(&mut rng)),
                 revision: None,
@@ -126,6 +127,7 @@ fn main() {
                 published_ms: Some(event_ms),
                 event_time_clamped: false,
                 earlier: Vec::new(),
+                correction: None,
             };
             index
                 .insert(&format!("a{seq}"), &rec, unique)

@@ -29,10 +29,14 @@ pub enum InvalidReason {
     BadId,
     EmptyText,
     NoFeatures,
+    /// A correction record that cannot be read (`newsdedup correct` writes them).
+    BadCorrection,
+    /// A correction the index cannot apply (`correction::Refusal`).
+    RefusedCorrection,
 }
 
 impl InvalidReason {
-    pub const ALL: [InvalidReason; 9] = [
+    pub const ALL: [InvalidReason; 11] = [
         InvalidReason::Oversized,
         InvalidReason::BadUtf8,
         InvalidReason::BadJson,
@@ -42,6 +46,8 @@ impl InvalidReason {
         InvalidReason::BadId,
         InvalidReason::EmptyText,
         InvalidReason::NoFeatures,
+        InvalidReason::BadCorrection,
+        InvalidReason::RefusedCorrection,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +61,8 @@ impl InvalidReason {
             InvalidReason::BadId => "bad_id",
             InvalidReason::EmptyText => "empty_text",
             InvalidReason::NoFeatures => "no_features",
+            InvalidReason::BadCorrection => "bad_correction",
+            InvalidReason::RefusedCorrection => "refused_correction",
         }
     }
 }

@@ -1,6 +1,8 @@
 //! `batch`: the runner over a JSONL file. Lines are read in order (a line over the limit is
 //! measured, not buffered), prepared on all cores, and decided and written strictly in input order
-//! (one output line per input line); the index is synced once at the end.
+//! (one output line per input line); then the lines of a corrections file, if given, are applied
+//! the same way (one output line each: the corrected record, or why it was refused); the index is
+//! synced once at the end.
 
 use crate::article::{InvalidArticle, InvalidReason, ReadRules};
 use crate::error::IndexError;
@@ -37,6 +39,7 @@ impl BatchSummary {
             "replayed": self.outcomes.replayed,
             "invalid": self.outcomes.invalid_total(),
             "invalid_by_reason": self.outcomes.invalid,
+            "corrections": self.outcomes.corrected,
             "seconds": (self.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
             "articles_per_sec": self.articles_per_sec().round(),
             "mb_per_sec": ((self.bytes as f64 / 1e6) / self.elapsed.as_secs_f64().max(1e-9) * 10.0).round() / 10.0,
@@ -78,11 +81,14 @@ pub struct BatchOptions {
     pub process_start: Instant,
 }
 
-/// One input line: its number (from 1) and length, and its bytes until they are prepared.
+/// One input line: its number (from 1 in its file) and length, and its bytes until they are
+/// prepared.
 pub struct JsonLine {
     pub number: u64,
     pub len: usize,
     pub line: Option<Line>,
+    /// A line of the corrections file (`correction::Correction`), not an article.
+    pub correction: bool,
 }
 
 /// What `batch` writes for one line: the output line and the input's length.
@@ -109,8 +115,16 @@ impl Envelope for JsonLine {
 
 /// Reads numbered lines of at most `max` bytes.
 pub fn json_lines(
+    input: impl BufRead + Send,
+    max: usize,
+) -> impl FnMut() -> io::Result<Option<JsonLine>> + Send {
+    numbered_lines(input, max, false)
+}
+
+fn numbered_lines(
     mut input: impl BufRead + Send,
     max: usize,
+    correction: bool,
 ) -> impl FnMut() -> io::Result<Option<JsonLine>> + Send {
     let mut number = 0u64;
     move || {
@@ -124,6 +138,7 @@ pub fn json_lines(
                 number,
                 len,
                 line: Some(line),
+                correction,
             }
         }))
     }
@@ -136,6 +151,7 @@ pub fn prepare_line(
     rules: &ReadRules,
 ) -> Prepared {
     match line.line.take() {
+        Some(Line::Bytes(bytes)) if line.correction => pipeline::prepare_correction(&bytes, rules),
         Some(Line::Bytes(bytes)) => pipeline::prepare(&bytes, fingerprinter, rules),
         Some(Line::TooLong(len)) => Prepared::Invalid(InvalidArticle::new(
             InvalidReason::Oversized,
@@ -152,9 +168,11 @@ pub fn prepare_line(
 }
 
 /// Runs `input` through prepare (parallel) and decide (serial, in order), writing one JSON line per
-/// input line to `output`. Returns the summary and the decider (its index synced).
+/// input line to `output`, then applies the `corrections` lines (if any) the same way. Returns
+/// the summary and the decider (its index synced).
 pub fn run_batch<D: DecisionStage>(
     input: impl BufRead + Send,
+    corrections: Option<impl BufRead + Send>,
     output: &mut (impl Write + Send),
     fingerprinter: &Fingerprinter,
     decider: D,
@@ -170,8 +188,22 @@ pub fn run_batch<D: DecisionStage>(
     let mut stage = Decide::new(decider, ());
     let counts = stage.counts();
     let process_start = opts.process_start;
+    let mut articles = Some(json_lines(input, opts.max_article_bytes));
+    let mut corrections = corrections.map(|c| numbered_lines(c, opts.max_article_bytes, true));
+    let source = move || {
+        if let Some(next) = articles.as_mut() {
+            match next()? {
+                Some(line) => return Ok(Some(line)),
+                None => articles = None,
+            }
+        }
+        match corrections.as_mut() {
+            Some(next) => next(),
+            None => Ok(None),
+        }
+    };
     runner::run_to_end(
-        json_lines(input, opts.max_article_bytes),
+        source,
         &|line: &mut JsonLine| prepare_line(line, fingerprinter, &rules),
         &mut stage,
         |line: LineOutput| -> io::Result<()> {
@@ -185,12 +217,13 @@ pub fn run_batch<D: DecisionStage>(
             progress.tick(|| {
                 let c = counts.snapshot();
                 format!(
-                    "{} lines ({:.0}/s): {} unique, {} duplicate, {} invalid",
+                    "{} lines ({:.0}/s): {} unique, {} duplicate, {} invalid, {} corrections",
                     summary.lines,
                     crate::progress::rate(summary.lines, start.elapsed()),
                     c.unique,
                     c.duplicate,
-                    c.invalid_total()
+                    c.invalid_total(),
+                    c.corrected_total()
                 )
             });
             Ok(())

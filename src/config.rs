@@ -48,6 +48,10 @@ pub struct ServiceConfig {
     /// Dead-letter topic for records that are not valid articles
     #[arg(long, env = "NEWSDEDUP_DLQ_TOPIC", default_value_t = defaults().dlq_topic)]
     pub dlq_topic: String,
+    /// Topic of editors' corrections (`newsdedup correct` produces them, `run` applies them);
+    /// read by `run` as consumer group `<group-id>.corrections`
+    #[arg(long, env = "NEWSDEDUP_CORRECTIONS_TOPIC", default_value_t = defaults().corrections_topic)]
+    pub corrections_topic: String,
     /// Index directory (RocksDB), locked by the one running instance
     #[arg(long, env = "NEWSDEDUP_INDEX_DIR", default_value_os_t = defaults().index_dir)]
     pub index_dir: PathBuf,
@@ -114,6 +118,7 @@ impl Default for ServiceConfig {
             unique_topic: "articles.unique".into(),
             duplicate_topic: "articles.duplicate".into(),
             dlq_topic: "articles.dlq".into(),
+            corrections_topic: "articles.corrections".into(),
             index_dir: PathBuf::from("/var/lib/newsdedup/index"),
             metrics_addr: "0.0.0.0:9898".into(),
             threads: 0,

@@ -7,8 +7,8 @@
 
 use crate::error::IndexError;
 use crate::index::{
-    event_time, ArticleStore, Candidate, EarlierVersion, MatchRef, MatchRule, Relation, Revision,
-    StoredArticle, StoredDecision,
+    event_time, ArticleStore, Candidate, CorrectionNote, EarlierVersion, MatchRef, MatchRule,
+    Relation, Revision, StoredArticle, StoredDecision,
 };
 use crate::simhash::Fingerprint;
 use crate::sketch::{BinMask, Similarity, Sketch, TEMPLATE_PAGE_BINS};
@@ -253,6 +253,7 @@ impl DedupConfig {
             );
         }
         let fired = match rule {
+            Some(MatchRule::Editor) => "editor: an editor merged A into B".to_owned(),
             Some(MatchRule::Simhash) => {
                 format!("simhash: distance {distance} <= threshold {}", self.threshold)
             }
@@ -386,6 +387,9 @@ pub struct Decision {
     /// An older version of a stored id (published before it) that arrived after it: decided and
     /// remembered, but the stored version stays the one that matches.
     pub superseded: bool,
+    /// The editor's correction that made this decision (a correction applied, or the stored
+    /// decision of a corrected article replayed).
+    pub correction: Option<CorrectionNote>,
 }
 
 impl Decision {
@@ -509,8 +513,11 @@ impl<S: ArticleStore> Deduper<S> {
             &mut self.scratch,
             &mut banded,
         )?;
-        // A revision is never judged against the version it replaces.
-        self.scratch.retain(|c| c.id != input.id);
+        // A revision is never judged against the version it replaces, nor against an article an
+        // editor separated it from.
+        let separated = self.store.separated(input.id);
+        self.scratch
+            .retain(|c| c.id != input.id && !separated.contains(&c.id));
         // Within distance 3 every candidate shares a block, so one found through a band alone is
         // beyond it and needs a sketch rule: its sketch (no record to decode) says whether one can
         // accept it. Most band-only candidates are chance agreements on a common 4-gram.
@@ -519,7 +526,10 @@ impl<S: ArticleStore> Deduper<S> {
         // the second check (the band lookup just read their buckets, so this costs nothing).
         let common = self.rule.template_bins(crowded);
         for (seq, id) in banded {
-            if id == input.id || self.scratch.iter().any(|c| c.seq == seq) {
+            if id == input.id
+                || separated.contains(&id)
+                || self.scratch.iter().any(|c| c.seq == seq)
+            {
                 continue;
             }
             if let (Some(query), true) = (sketch, beyond_threshold) {
@@ -543,50 +553,52 @@ impl<S: ArticleStore> Deduper<S> {
                 fetched.push((seq, art));
             }
         }
-        // Nearest first, then earliest seen: the first candidate the rule accepts is the match.
+        // Nearest first, then earliest seen: the first candidate the rule accepts is the match,
+        // unless an editor separated it from another accepted candidate (a release): the
+        // article then links to the one of the two it resembles more.
         self.scratch.sort_by_key(|c| (c.distance, c.seq));
         let candidates = self.scratch.len();
-        let mut matched = None;
-        let mut similarity = None;
+        let mut best: Option<Accepted> = None;
+        let mut rivals: Vec<String> = Vec::new();
         for c in &self.scratch {
+            if best.is_some() && !rivals.contains(&c.id) {
+                continue;
+            }
             let original = match fetched.iter().position(|(seq, _)| *seq == c.seq) {
                 Some(i) => Some(fetched.swap_remove(i).1),
                 None => self.store.get(&c.id)?,
             };
-            if original
-                .as_ref()
-                .is_some_and(|o| o.event_ms < oldest_matched)
-            {
+            let Some(original) = original.filter(|o| o.event_ms >= oldest_matched) else {
                 continue;
-            }
-            let sim = match (
-                input.sketch,
-                original.as_ref().and_then(|o| o.sketch.as_ref()),
-            ) {
+            };
+            let sim = match (input.sketch, original.sketch.as_ref()) {
                 (Some(a), Some(b)) => Some(a.similarity_discounting(b, common)),
                 _ => None,
             };
-            if let Some((rule, relation)) = self.rule.judge(c.distance, sim) {
-                similarity = sim;
-                matched = Some(MatchRef {
-                    id: c.id.clone(),
-                    url: original
-                        .as_ref()
-                        .and_then(|o| o.url.as_deref().map(match_text)),
-                    title: original
-                        .as_ref()
-                        .and_then(|o| o.title.as_deref().map(match_text)),
-                    fingerprint: c.fingerprint,
-                    distance: c.distance,
-                    containment: sim.map(|s| (s.containment * 1000.0).round() / 1000.0),
-                    published_ms: original.as_ref().and_then(|o| o.published_ms),
-                    contained: sim.map(|s| (s.a_in_b * 1000.0).round() / 1000.0),
-                    rule: Some(rule),
-                    relation: Some(relation),
-                });
-                break;
+            let Some((rule, relation)) = self.rule.judge(c.distance, sim) else {
+                continue;
+            };
+            let accepted = Accepted {
+                candidate: c.clone(),
+                original,
+                sim,
+                rule,
+                relation,
+            };
+            match &best {
+                None => {
+                    rivals = self.store.separated(&c.id);
+                    best = Some(accepted);
+                    if rivals.is_empty() {
+                        break;
+                    }
+                }
+                Some(b) if accepted.preferred_to(b) => best = Some(accepted),
+                Some(_) => {}
             }
         }
+        let similarity = best.as_ref().and_then(|b| b.sim);
+        let matched = best.map(Accepted::into_match);
         let record = StoredArticle {
             seq: self.store.counts().next_seq,
             fingerprint: input.fingerprint,
@@ -611,6 +623,7 @@ impl<S: ArticleStore> Deduper<S> {
                 .as_ref()
                 .map(StoredArticle::history_after)
                 .unwrap_or_default(),
+            correction: None,
         };
         // Only unique articles become searchable: a duplicate always points at the first copy of
         // its story, never at another copy.
@@ -628,8 +641,7 @@ impl<S: ArticleStore> Deduper<S> {
                     .chain(p.earlier.iter().cloned())
                     .take(crate::index::MAX_EARLIER_VERSIONS)
                     .collect();
-                let searchable = p.decision == StoredDecision::Unique;
-                self.store.replace(input.id, p, &kept, searchable)?
+                self.store.replace(input.id, p, &kept, p.searchable())?
             }
             Some(p) => self.store.replace(input.id, p, &record, searchable)?,
         }
@@ -643,6 +655,7 @@ impl<S: ArticleStore> Deduper<S> {
             event_ms,
             event_time_clamped,
             superseded,
+            correction: None,
         })
     }
 
@@ -661,6 +674,75 @@ impl<S: ArticleStore> Deduper<S> {
             event_ms: stored.event_ms,
             event_time_clamped: stored.event_time_clamped,
             superseded: stored.superseded,
+            correction: stored.correction,
+        }
+    }
+}
+
+/// A candidate the rule accepted, with what its match reference is made of.
+struct Accepted {
+    candidate: Candidate,
+    original: StoredArticle,
+    sim: Option<Similarity>,
+    rule: MatchRule,
+    relation: Relation,
+}
+
+impl Accepted {
+    /// How much the two texts resemble each other, to choose between accepted candidates an
+    /// editor separated: the estimated Jaccard, else closeness in simhash.
+    fn resemblance(&self) -> f64 {
+        self.sim
+            .map_or(-f64::from(self.candidate.distance), |s| s.jaccard)
+    }
+
+    /// Whether this candidate, rather than `other` (an editor separated the two), is the one the
+    /// article repeats: the one it resembles more; on a tie the one an editor released (its own
+    /// story, which its copies repeat).
+    fn preferred_to(&self, other: &Accepted) -> bool {
+        let released = |a: &Accepted| {
+            a.original
+                .correction
+                .as_ref()
+                .is_some_and(|c| c.kind == crate::index::CorrectionKind::Release)
+        };
+        match self.resemblance().partial_cmp(&other.resemblance()) {
+            Some(std::cmp::Ordering::Greater) => true,
+            Some(std::cmp::Ordering::Equal) => released(self) && !released(other),
+            _ => false,
+        }
+    }
+
+    /// The match reference. A candidate an editor merged into an earlier article resolves to
+    /// that article, found `via` the candidate.
+    fn into_match(self) -> MatchRef {
+        let c = self.candidate;
+        let o = self.original;
+        let sim = self.sim;
+        let scores = MatchRef {
+            id: c.id.clone(),
+            url: o.url.as_deref().map(match_text),
+            title: o.title.as_deref().map(match_text),
+            fingerprint: c.fingerprint,
+            distance: c.distance,
+            containment: sim.map(|s| (s.containment * 1000.0).round() / 1000.0),
+            published_ms: o.published_ms,
+            contained: sim.map(|s| (s.a_in_b * 1000.0).round() / 1000.0),
+            rule: Some(self.rule),
+            relation: Some(self.relation),
+            via: None,
+        };
+        match (o.merged(), o.matched) {
+            (true, Some(target)) => MatchRef {
+                id: target.id,
+                url: target.url,
+                title: target.title,
+                fingerprint: target.fingerprint,
+                published_ms: target.published_ms,
+                via: Some(c.id),
+                ..scores
+            },
+            _ => scores,
         }
     }
 }

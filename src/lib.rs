@@ -10,6 +10,8 @@ pub mod batch;
 pub mod compare;
 pub mod components;
 pub mod config;
+pub mod correct;
+pub mod correction;
 pub mod dedup;
 pub mod error;
 pub mod fingerprint;

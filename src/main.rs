@@ -9,7 +9,9 @@ use newsdedup::batch::{self, BatchOptions, JsonLine};
 use newsdedup::compare::{compare, feature_json, CompareInput};
 use newsdedup::components::{Components, Overrides};
 use newsdedup::config::Config;
+use newsdedup::correct;
 use newsdedup::fingerprint::{Fingerprinter, ImageUse};
+use newsdedup::index::CorrectionKind;
 use newsdedup::index::{ArticleStore, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::lines::Line;
@@ -107,6 +109,11 @@ enum Command {
         /// for ever]: older indexed articles no longer match and are removed.
         #[arg(long, value_name = "SPAN")]
         retention: Option<TimeSpan>,
+        /// Editors' corrections (JSONL, as `newsdedup correct ... --write FILE` writes them),
+        /// applied after the input; one output line each: the corrected record, or the reason it
+        /// was refused.
+        #[arg(long, value_name = "FILE")]
+        corrections: Option<PathBuf>,
         #[command(flatten)]
         common: CommonOpts,
     },
@@ -171,6 +178,82 @@ enum Command {
         #[command(subcommand)]
         command: IndexCommand,
     },
+    /// Correct a decision: release a false duplicate, or merge a missed one. The correction goes
+    /// through the corrections topic to `run`, which applies it with its single writer and
+    /// publishes the article again with `dedup.correction`; standbys and rebuilds see it there.
+    Correct {
+        #[command(subcommand)]
+        command: CorrectCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CorrectCommand {
+    /// Release a false duplicate: it is published to the unique topic and indexed as unique, and
+    /// it and the article it was linked to never link again, in either direction.
+    Release {
+        #[command(flatten)]
+        args: Box<CorrectArgs>,
+    },
+    /// Merge a missed duplicate into ORIGINAL: it is published to the duplicate topic with
+    /// ORIGINAL as its match, stops being a match itself, and later copies of it link to
+    /// ORIGINAL.
+    Merge {
+        /// The earlier article it repeats (a unique one).
+        #[arg(long, value_name = "ORIGINAL")]
+        into: String,
+        #[command(flatten)]
+        args: Box<CorrectArgs>,
+    },
+}
+
+#[derive(Args)]
+struct CorrectArgs {
+    /// The article to correct.
+    #[arg(long)]
+    id: String,
+    /// Who makes the correction (shown to auditors) [default: $USER]
+    #[arg(long, value_name = "NAME")]
+    by: Option<String>,
+    /// Why (shown to auditors).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// Kafka bootstrap servers [default: [service] brokers of --config, localhost:9092]
+    #[arg(long, env = "NEWSDEDUP_BROKERS", value_name = "HOST:PORT,...")]
+    brokers: Option<String>,
+    /// Topic the correction is produced to [default: [service] corrections_topic,
+    /// articles.corrections]
+    #[arg(long, env = "NEWSDEDUP_CORRECTIONS_TOPIC", value_name = "TOPIC")]
+    corrections_topic: Option<String>,
+    /// [default: [service] unique_topic, articles.unique]
+    #[arg(long, env = "NEWSDEDUP_UNIQUE_TOPIC", value_name = "TOPIC")]
+    unique_topic: Option<String>,
+    /// [default: [service] duplicate_topic, articles.duplicate]
+    #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", value_name = "TOPIC")]
+    duplicate_topic: Option<String>,
+    /// [default: [service] dlq_topic, articles.dlq]
+    #[arg(long, env = "NEWSDEDUP_DLQ_TOPIC", value_name = "TOPIC")]
+    dlq_topic: Option<String>,
+    /// Wait up to this many seconds for the service to apply (or refuse) the correction; 0: only
+    /// produce it. Not applied in time: exit status 3 (it is applied when the service reads it).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    wait: u64,
+    /// Read the article's current decision from this `batch` output file instead of the topics.
+    #[arg(long, value_name = "FILE")]
+    records: Option<PathBuf>,
+    /// Append the correction to this JSONL file (for `batch --corrections`) instead of
+    /// producing it.
+    #[arg(long, value_name = "FILE")]
+    write: Option<PathBuf>,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    quiet: bool,
+    /// librdkafka property for reading and producing, KEY=VALUE (repeatable), over the config
+    /// file's [service.kafka] and NEWSDEDUP_KAFKA_* variables.
+    #[arg(short = 'X', value_name = "KEY=VALUE")]
+    properties: Vec<String>,
+    #[command(flatten)]
+    common: CommonOpts,
 }
 
 #[derive(Args)]
@@ -313,6 +396,10 @@ fn main() {
             eprintln!("newsdedup: {stop}");
             std::process::exit(newsdedup::kafka::stop::EXIT_INCOMPLETE_STOP);
         }
+        if let Some(pending) = e.downcast_ref::<correct::NotConfirmed>() {
+            eprintln!("newsdedup: {pending}");
+            std::process::exit(correct::EXIT_NOT_CONFIRMED);
+        }
         eprintln!("newsdedup: error: {e:#}");
         std::process::exit(1);
     }
@@ -359,6 +446,7 @@ fn dispatch(
             max_article_bytes,
             quiet,
             retention,
+            corrections,
             common,
         } => {
             let overrides = Overrides {
@@ -374,7 +462,14 @@ fn dispatch(
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
                 process_start: started,
             };
-            cmd_batch(&input, &output, &index_dir, &opts, &components)
+            cmd_batch(
+                &input,
+                corrections.as_deref(),
+                &output,
+                &index_dir,
+                &opts,
+                &components,
+            )
         }
         Command::Run { args, common } => {
             newsdedup::service::run(*args, given, load_config(&common)?)
@@ -386,6 +481,13 @@ fn dispatch(
         } => newsdedup::service::standby(*args, given, load_config(&common)?, max_ready_lag),
         Command::Replay { args, common } => {
             newsdedup::replay::replay(*args, given, command_line, load_config(&common)?)
+        }
+        Command::Correct { command } => {
+            let (kind, into, args) = match command {
+                CorrectCommand::Release { args } => (CorrectionKind::Release, None, args),
+                CorrectCommand::Merge { into, args } => (CorrectionKind::Merge, Some(into), args),
+            };
+            cmd_correct(kind, into, *args)
         }
         Command::Audit { args, common } => {
             let (config, components) = resolve(&common, Overrides::default())?;
@@ -586,18 +688,137 @@ fn cmd_compare(
 
 fn cmd_batch(
     input: &Path,
+    corrections: Option<&Path>,
     output: &Path,
     index_dir: &Path,
     opts: &BatchOptions,
     components: &Components,
 ) -> Result<()> {
+    let corrections = match corrections {
+        Some(path) => {
+            Some(BufReader::new(File::open(path).with_context(|| {
+                format!("cannot open corrections {}", path.display())
+            })?))
+        }
+        None => None,
+    };
     let (fp, index) = fingerprinter_and_index(components, index_dir)?;
     let deduper = components.deduper(index);
     let mut out = open_output(output)?;
-    let (summary, _deduper) = batch::run_batch(open_input(Some(input))?, &mut out, &fp, deduper, opts)
+    let (summary, _deduper) = batch::run_batch(open_input(Some(input))?, corrections, &mut out, &fp, deduper, opts)
         .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
     eprintln!("batch: done: {}", summary.to_json());
     Ok(())
+}
+
+fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Result<()> {
+    let (config, components) = resolve(&a.common, Overrides::default())?;
+    let service = &config.service;
+    let pick =
+        |flag: &Option<String>, default: &str| flag.clone().unwrap_or_else(|| default.to_owned());
+    let topics = correct::Topics {
+        unique: pick(&a.unique_topic, &service.unique_topic),
+        duplicate: pick(&a.duplicate_topic, &service.duplicate_topic),
+        dlq: pick(&a.dlq_topic, &service.dlq_topic),
+        corrections: pick(&a.corrections_topic, &service.corrections_topic),
+    };
+    let brokers = pick(&a.brokers, &service.brokers);
+    let env = || newsdedup::service::process_env();
+    let reader = || {
+        newsdedup::kafka::properties::reader_properties(service, &brokers, env(), &a.properties)
+            .context("invalid Kafka settings for `correct`")
+    };
+    let records = match &a.records {
+        Some(path) => correct::Records::File(path.clone()),
+        None => correct::Records::Kafka {
+            properties: reader()?,
+            topics: topics.clone(),
+        },
+    };
+    let destination = match &a.write {
+        Some(path) => correct::Destination::File(path.clone()),
+        None => correct::Destination::Kafka {
+            reader: reader()?,
+            writer: newsdedup::kafka::properties::writer_properties(
+                service,
+                &brokers,
+                env(),
+                &a.properties,
+            )
+            .context("invalid Kafka settings for `correct`")?,
+            topics: topics.clone(),
+            wait: Duration::from_secs(a.wait),
+        },
+    };
+    let request = correct::Request {
+        kind,
+        id: a.id.clone(),
+        into,
+        by: a.by.clone().or_else(|| std::env::var("USER").ok()),
+        reason: a.reason.clone(),
+    };
+    let rules = correct::Rules {
+        retention: components.index.retention,
+        published_at_offset: components.published_at_offset,
+        max_record_bytes: DEFAULT_MAX_ARTICLE_BYTES + newsdedup::output::MAX_DEDUP_MEMBER_BYTES,
+        progress: !a.quiet,
+    };
+    let (correction, outcome) = correct::correct(&request, &records, &destination, &rules)?;
+    let mut report = json!({"kind": kind.as_str(), "id": request.id});
+    if let Some(c) = &correction {
+        report["into"] = json!(c.into);
+        report["by"] = json!(c.by);
+        report["reason"] = json!(c.reason);
+        report["at"] = json!(c.at);
+    }
+    let (outcome_name, result) = match &outcome {
+        correct::Outcome::Refused(r) => ("refused", Err(anyhow::anyhow!("refused: {r}"))),
+        correct::Outcome::RefusedByService { reason, message } => {
+            report["reason_code"] = json!(reason);
+            (
+                "refused",
+                Err(anyhow::anyhow!(
+                    "the service refused the correction: {message}"
+                )),
+            )
+        }
+        correct::Outcome::Written(path) => {
+            report["file"] = json!(path.display().to_string());
+            ("written", Ok(()))
+        }
+        correct::Outcome::Applied {
+            topic,
+            partition,
+            offset,
+        } => {
+            report["record"] = json!({"topic": topic, "partition": partition, "offset": offset});
+            ("applied", Ok(()))
+        }
+        correct::Outcome::Produced {
+            partition,
+            offset,
+            waited,
+        } => {
+            report["produced"] =
+                json!({"topic": topics.corrections, "partition": partition, "offset": offset});
+            if *waited {
+                (
+                    "produced",
+                    Err(anyhow::Error::new(correct::NotConfirmed {
+                        topic: topics.corrections.clone(),
+                        partition: *partition,
+                        offset: *offset,
+                        secs: a.wait,
+                    })),
+                )
+            } else {
+                ("produced", Ok(()))
+            }
+        }
+    };
+    report["outcome"] = json!(outcome_name);
+    println!("{report}");
+    result
 }
 
 fn cmd_audit(

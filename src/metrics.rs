@@ -18,6 +18,7 @@ pub const ARTICLES_UNIQUE: &str = "newsdedup_articles_unique_total";
 pub const ARTICLES_DUPLICATE: &str = "newsdedup_articles_duplicate_total";
 pub const ARTICLES_INVALID: &str = "newsdedup_articles_invalid_total";
 pub const ARTICLES_REPLAYED: &str = "newsdedup_articles_replayed_total";
+pub const CORRECTIONS: &str = "newsdedup_corrections_total";
 pub const RECORDS_DELIVERED: &str = "newsdedup_records_delivered_total";
 pub const DELIVERY_RETRIES: &str = "newsdedup_delivery_retries_total";
 pub const COMMITS: &str = "newsdedup_commits_total";
@@ -127,6 +128,11 @@ fn describe() {
         ARTICLES_REPLAYED,
         Unit::Count,
         "Articles whose id was already indexed (stored decision re-emitted)."
+    );
+    describe_counter!(
+        CORRECTIONS,
+        Unit::Count,
+        "Editors' corrections applied, by kind (release, merge); one delivered again after a restart counts again. Refused ones: newsdedup_articles_invalid_total{reason=\"refused_correction\"}."
     );
     describe_counter!(
         RECORDS_DELIVERED,

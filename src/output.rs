@@ -5,7 +5,7 @@
 
 use crate::article::Article;
 use crate::dedup::{Decision, Verdict};
-use crate::index::{MatchRef, MatchRule, Relation};
+use crate::index::{CorrectionKind, CorrectionNote, MatchRef, MatchRule, Relation, StoredDecision};
 use crate::simhash::Fingerprint;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -45,6 +45,9 @@ pub struct DedupMember<'a> {
     pub revision: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_fingerprint: Option<Fingerprint>,
+    /// The editor's correction that made this decision.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<CorrectionMember<'a>>,
     /// Why an input is invalid (`reason: why`).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Cow<'a, str>>,
@@ -73,6 +76,93 @@ pub struct MatchMember<'a> {
     pub rule: Option<MatchRule>,
     #[serde(default)]
     pub relation: Option<Relation>,
+    /// The indexed article the match was found through (one an editor merged into the match).
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<Cow<'a, str>>,
+}
+
+/// The `correction` member: who corrected the decision, when, why, and what it was before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorrectionMember<'a> {
+    pub kind: CorrectionKind,
+    #[serde(borrow, default)]
+    pub by: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub reason: Option<Cow<'a, str>>,
+    /// RFC 3339 UTC.
+    #[serde(borrow)]
+    pub at: Cow<'a, str>,
+    #[serde(borrow)]
+    pub previous: PreviousMember<'a>,
+}
+
+/// The decision a correction replaced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreviousMember<'a> {
+    #[serde(borrow)]
+    pub decision: Cow<'a, str>,
+    #[serde(
+        rename = "match",
+        borrow,
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub matched: Option<MatchMember<'a>>,
+}
+
+impl<'a> CorrectionMember<'a> {
+    pub fn new(note: &'a CorrectionNote) -> Self {
+        CorrectionMember {
+            kind: note.kind,
+            by: note.by.as_deref().map(Cow::Borrowed),
+            reason: note.reason.as_deref().map(Cow::Borrowed),
+            at: Cow::Owned(crate::time::format_rfc3339(note.at_ms)),
+            previous: PreviousMember {
+                decision: Cow::Borrowed(match note.previous_decision {
+                    StoredDecision::Unique => "unique",
+                    StoredDecision::Duplicate => "duplicate",
+                }),
+                matched: note.previous_match.as_ref().map(MatchMember::new),
+            },
+        }
+    }
+
+    /// The correction as the index stores it; None when `at` is not a time.
+    pub fn to_stored(&self) -> Option<CorrectionNote> {
+        Some(CorrectionNote {
+            kind: self.kind,
+            by: self.by.as_deref().map(str::to_owned),
+            reason: self.reason.as_deref().map(str::to_owned),
+            at_ms: crate::time::parse_time(&self.at)?,
+            previous_decision: if self.previous.decision == "duplicate" {
+                StoredDecision::Duplicate
+            } else {
+                StoredDecision::Unique
+            },
+            previous_match: self.previous.matched.as_ref().map(MatchMember::to_stored),
+        })
+    }
+}
+
+impl<'a> MatchMember<'a> {
+    /// The member of a stored match.
+    pub fn new(m: &'a MatchRef) -> Self {
+        MatchMember {
+            id: Cow::Borrowed(m.id.as_str()),
+            url: m.url.as_deref().map(Cow::Borrowed),
+            title: m.title.as_deref().map(Cow::Borrowed),
+            fingerprint: m.fingerprint,
+            distance: m.distance,
+            containment: m.containment,
+            published_at: m
+                .published_ms
+                .map(|ms| Cow::Owned(crate::time::format_rfc3339(ms))),
+            contained: m.contained,
+            rule: m.rule,
+            relation: m.relation,
+            via: m.via.as_deref().map(Cow::Borrowed),
+        }
+    }
 }
 
 impl MatchMember<'_> {
@@ -92,6 +182,7 @@ impl MatchMember<'_> {
             contained: self.contained,
             rule: self.rule,
             relation: self.relation,
+            via: self.via.as_deref().map(str::to_owned),
         }
     }
 }
@@ -100,23 +191,7 @@ impl MatchMember<'_> {
 pub fn dedup_member(decision: &Decision) -> DedupMember<'_> {
     let (name, matched) = match &decision.verdict {
         Verdict::Unique => ("unique", None),
-        Verdict::Duplicate(m) => (
-            "duplicate",
-            Some(MatchMember {
-                id: Cow::Borrowed(m.id.as_str()),
-                url: m.url.as_deref().map(Cow::Borrowed),
-                title: m.title.as_deref().map(Cow::Borrowed),
-                fingerprint: m.fingerprint,
-                distance: m.distance,
-                containment: m.containment,
-                published_at: m
-                    .published_ms
-                    .map(|ms| Cow::Owned(crate::time::format_rfc3339(ms))),
-                contained: m.contained,
-                rule: m.rule,
-                relation: m.relation,
-            }),
-        ),
+        Verdict::Duplicate(m) => ("duplicate", Some(MatchMember::new(m))),
     };
     DedupMember {
         decision: Cow::Borrowed(name),
@@ -126,6 +201,7 @@ pub fn dedup_member(decision: &Decision) -> DedupMember<'_> {
         superseded: decision.superseded,
         revision: decision.revision.map(|r| r.number),
         previous_fingerprint: decision.revision.map(|r| r.previous_fingerprint),
+        correction: decision.correction.as_ref().map(CorrectionMember::new),
         error: None,
     }
 }
@@ -158,6 +234,23 @@ pub fn open_record(article: &Article) -> Result<Vec<u8>, serde_json::Error> {
     // A valid article has an `id`, so the object is never empty: a member follows.
     out.push(b',');
     Ok(out)
+}
+
+/// The input article of an output record (one [`close_record`] wrote): the record without its
+/// `dedup` member, byte for byte as it was input. None if `record` does not end with a `dedup`
+/// member.
+pub fn input_text(record: &[u8]) -> Option<Vec<u8>> {
+    // `dedup` is the last member and its text holds no unescaped quote outside its own keys and
+    // strings, so its start is the last `,"dedup":`.
+    const MEMBER: &[u8] = b",\"dedup\":";
+    let record = record.trim_ascii_end();
+    if !record.ends_with(b"}") {
+        return None;
+    }
+    let start = record.windows(MEMBER.len()).rposition(|w| w == MEMBER)?;
+    let mut out = record[..start].to_vec();
+    out.push(b'}');
+    Some(out)
 }
 
 /// The output record as JSON text: `open` ([`open_record`]) with the decision's `dedup` member
@@ -198,6 +291,7 @@ pub fn invalid_record(line: Option<u64>, id: Option<&str>, error: &str) -> Value
         superseded: false,
         revision: None,
         previous_fingerprint: None,
+        correction: None,
         error: Some(Cow::Borrowed(error)),
     };
     out.insert(

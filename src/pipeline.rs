@@ -6,10 +6,11 @@
 //! outcome is written back.
 
 use crate::article::{Article, InvalidArticle, InvalidReason, ReadRules};
+use crate::correction::Correction;
 use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
-use crate::index::{ArticleStore, DurableStore, IndexCounts, SyncHandle};
+use crate::index::{ArticleStore, CorrectionKind, DurableStore, IndexCounts, SyncHandle};
 use crate::output;
 use crate::runner::Stage;
 use crate::simhash::Fingerprint;
@@ -40,6 +41,11 @@ pub enum Prepared {
         fingerprint: Fingerprinted,
         /// The article's output record so far (`output::open_record`), rendered here because
         /// this stage runs in parallel and the decision stage does not.
+        open_record: Vec<u8>,
+    },
+    /// An editor's correction (`correction`), with its article's output record so far.
+    Correction {
+        correction: Correction,
         open_record: Vec<u8>,
     },
     Invalid(InvalidArticle),
@@ -90,6 +96,48 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
     }
 }
 
+/// Reads a correction record (`correction::Correction`) and the article it carries: its output
+/// record so far, as [`prepare`] renders an article's. Nothing is fingerprinted: the index holds
+/// the corrected version's fingerprint.
+pub fn prepare_correction(raw: &[u8], rules: &ReadRules) -> Prepared {
+    let refuse = |message: String, id: Option<String>| {
+        Prepared::Invalid(InvalidArticle {
+            reason: InvalidReason::BadCorrection,
+            message,
+            id,
+        })
+    };
+    let correction = match Correction::parse(raw) {
+        Ok(c) => c,
+        Err(e) => return refuse(e.to_string(), None),
+    };
+    let id = Some(correction.id.clone());
+    let article = match Article::parse(correction.article.as_bytes(), rules.max_bytes) {
+        Ok(a) => a,
+        Err(e) => return refuse(format!("its `article` is not a valid article: {e}"), id),
+    };
+    if article.id() != correction.id {
+        return refuse(
+            format!(
+                "its `article` has id {:?}, the correction names {:?}",
+                article.id(),
+                correction.id
+            ),
+            id,
+        );
+    }
+    match crate::output::open_record(&article) {
+        Ok(open_record) => Prepared::Correction {
+            correction,
+            open_record,
+        },
+        Err(e) => refuse(
+            format!("its `article` cannot be written back as JSON: {e}"),
+            id,
+        ),
+    }
+}
+
 /// Result of the serial stage: the output record (one JSON object, no newline) and what happened.
 #[derive(Debug)]
 // One per record, moved once from the decision to the output: boxing the decision would cost an
@@ -101,6 +149,9 @@ pub enum Outcome {
         id: String,
         record: Vec<u8>,
         decision: Decision,
+        /// Set when this is an editor's correction applied (`decision.replayed`: applied
+        /// before, its output made again), not an article decided.
+        corrected: Option<CorrectionKind>,
     },
     Invalid {
         record: Vec<u8>,
@@ -123,6 +174,9 @@ pub struct OutcomeCounts {
     pub duplicate: u64,
     /// Decisions the index already held (the same id and content seen before).
     pub replayed: u64,
+    /// Editors' corrections applied, by kind (not counted as unique or duplicate; a refused one
+    /// is invalid, `refused_correction`).
+    pub corrected: std::collections::BTreeMap<&'static str, u64>,
     /// Invalid records, by reason.
     pub invalid: std::collections::BTreeMap<&'static str, u64>,
 }
@@ -130,6 +184,10 @@ pub struct OutcomeCounts {
 impl OutcomeCounts {
     pub fn add(&mut self, outcome: &Outcome) {
         match outcome {
+            Outcome::Decided {
+                corrected: Some(kind),
+                ..
+            } => *self.corrected.entry(kind.as_str()).or_default() += 1,
             Outcome::Decided { decision, .. } => {
                 self.replayed += u64::from(decision.replayed);
                 if decision.is_duplicate() {
@@ -148,9 +206,13 @@ impl OutcomeCounts {
         self.invalid.values().sum()
     }
 
+    pub fn corrected_total(&self) -> u64 {
+        self.corrected.values().sum()
+    }
+
     /// Every outcome counted.
     pub fn records(&self) -> u64 {
-        self.unique + self.duplicate + self.invalid_total()
+        self.unique + self.duplicate + self.invalid_total() + self.corrected_total()
     }
 }
 
@@ -206,8 +268,37 @@ pub fn decide<S: ArticleStore>(
                 id: article.id,
                 record: output::close_record(open_record, &decision),
                 decision,
+                corrected: None,
             })
         }
+        Prepared::Correction {
+            correction,
+            open_record,
+        } => Ok(match deduper.correct(&correction)? {
+            Ok(corrected) => {
+                let decision = Decision {
+                    replayed: !corrected.changed,
+                    ..corrected.decision
+                };
+                Outcome::Decided {
+                    id: correction.id,
+                    record: output::close_record(open_record, &decision),
+                    decision,
+                    corrected: Some(correction.kind),
+                }
+            }
+            Err(refusal) => {
+                let error = InvalidArticle {
+                    reason: InvalidReason::RefusedCorrection,
+                    message: format!("{} correction refused: {refusal}", correction.kind.as_str()),
+                    id: Some(correction.id),
+                };
+                Outcome::Invalid {
+                    record: output::invalid_line(line, &error),
+                    error,
+                }
+            }
+        }),
     }
 }
 

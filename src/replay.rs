@@ -81,7 +81,7 @@ pub fn replay(
         Some(path) => (None, ReplaySink::File(JsonlSink::create(path, acks)?)),
         None => {
             let (producer, sink) =
-                service::producer_sink(settings, &runtime, &tracker, &health, &abandon)?;
+                service::producer_sink(settings, &runtime, &tracker, &health, &abandon, None)?;
             (Some(producer), ReplaySink::Kafka(sink))
         }
     };

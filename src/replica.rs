@@ -63,24 +63,35 @@ impl RestoreTarget for RocksIndex {
         position: Option<(&str, i32, i64)>,
     ) -> Result<Apply, IndexError> {
         let Some(r) = restored else {
-            self.write_restored(None, position)?;
+            self.write_restored(None, None, position)?;
             return Ok(Apply::Skip);
         };
         let apply = apply_rule(self.get(&r.id)?, &r.article);
+        // A correction's pair is applied whatever happens to the article (ordered by its time).
+        let pair = r.pair.as_ref().map(|p| (r.id.as_str(), p));
         match &apply {
-            Apply::Skip if position.is_none() => {}
-            Apply::Skip => self.write_restored(None, position)?,
-            Apply::Insert => {
-                self.write_restored(Some((&r.id, None, &r.article, r.searchable)), position)?
-            }
+            Apply::Skip if position.is_none() && pair.is_none() => {}
+            Apply::Skip => self.write_restored(None, pair, position)?,
+            Apply::Insert => self.write_restored(
+                Some((&r.id, None, &r.article, r.searchable)),
+                pair,
+                position,
+            )?,
             Apply::Replace(previous) => {
-                // A newer version remembers the one it replaces, as the live decision does.
+                // A newer version remembers the one it replaces, as the live decision does; a
+                // correction of the same version keeps its history.
+                let earlier = if previous.fingerprint == r.article.fingerprint {
+                    previous.earlier.clone()
+                } else {
+                    previous.history_after()
+                };
                 let article = StoredArticle {
-                    earlier: previous.history_after(),
+                    earlier,
                     ..r.article.clone()
                 };
                 self.write_restored(
                     Some((&r.id, Some(previous), &article, r.searchable)),
+                    pair,
                     position,
                 )?
             }

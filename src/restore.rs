@@ -11,13 +11,16 @@
 //!
 //! Applying a restored article is idempotent, so the same records may be applied any number of
 //! times and in any overlap (a standby restarted after `kill -9`, a takeover re-reading what the
-//! standby already had): an id already stored with the same fingerprint is left as it is; a
-//! different version replaces the stored one only when its revision number is higher.
+//! standby already had): an id already stored with the same fingerprint is left as it is unless
+//! the record carries a later editor's correction of it (`dedup.correction.at`); a different
+//! version replaces the stored one only when its revision number is higher. The pair a correction
+//! separates or joins is applied whatever happens to the article, ordered by the correction's time
+//! alone, so the unique and the duplicate topic may be read in any interleaving.
 
 use crate::article::{Article, ReadRules};
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
-use crate::index::{Revision, StoredArticle, StoredDecision};
+use crate::index::{CorrectionKind, PairChange, Revision, StoredArticle, StoredDecision};
 use crate::output::{DedupMember, MatchMember};
 use crate::runner::{self, RunError, Stage};
 use crate::simhash::Fingerprint;
@@ -52,8 +55,11 @@ pub struct Restored {
     pub id: String,
     /// `seq` is 0: the writer gives the next sequence number of its index.
     pub article: StoredArticle,
-    /// Unique articles become searchable again; duplicates keep their decision for replays.
+    /// Unique articles become searchable again (and articles an editor merged, see
+    /// [`StoredArticle::searchable`]); duplicates keep their decision for replays.
     pub searchable: bool,
+    /// The pair an editor's correction separated (a release) or joined again (a merge).
+    pub pair: Option<PairChange>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +129,23 @@ pub fn restore(
         }),
         _ => None,
     };
+    let correction = match &member.correction {
+        Some(c) => Some(c.to_stored().ok_or_else(|| {
+            RestoreError::NotDecided(format!("`dedup.correction.at` {:?} is not a time", c.at))
+        })?),
+        None => None,
+    };
+    let pair = correction.as_ref().and_then(|c| {
+        let (other, separated) = match c.kind {
+            CorrectionKind::Release => (c.previous_match.as_ref()?.id.clone(), true),
+            CorrectionKind::Merge => (member.matched.as_ref()?.id.to_string(), false),
+        };
+        Some(PairChange {
+            other,
+            separated,
+            at_ms: c.at_ms,
+        })
+    });
     let title = article.title();
     let published_ms = article.published_ms(rules.published_at_offset);
     let (event_ms, event_time_clamped) =
@@ -143,8 +166,12 @@ pub fn restore(
             published_ms,
             event_time_clamped,
             earlier: Vec::new(),
+            correction,
         },
-        searchable: decision == StoredDecision::Unique,
+        searchable: decision == StoredDecision::Unique
+            || (decision == StoredDecision::Duplicate
+                && matches!(&member.correction, Some(c) if c.kind == CorrectionKind::Merge)),
+        pair,
     }))
 }
 
@@ -163,7 +190,14 @@ pub enum Apply {
 pub fn apply_rule(stored: Option<StoredArticle>, incoming: &StoredArticle) -> Apply {
     match stored {
         None => Apply::Insert,
-        Some(s) if s.fingerprint == incoming.fingerprint => Apply::Skip,
+        // The same version: replaced only by a later correction of it.
+        Some(s) if s.fingerprint == incoming.fingerprint => {
+            if incoming.corrected_at() > s.corrected_at() {
+                Apply::Replace(Box::new(s))
+            } else {
+                Apply::Skip
+            }
+        }
         Some(s) => {
             let number = |a: &StoredArticle| a.revision.map_or(0, |r| r.number);
             if number(incoming) > number(&s) {

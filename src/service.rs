@@ -7,8 +7,10 @@ use crate::config::Config;
 use crate::fingerprint::{Fingerprinter, ImageUse};
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
+use crate::kafka::corrections::{Corrections, CorrectionsParams};
 use crate::kafka::engine::{Engine, LocalPreparer, OutputSink};
 use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
+use crate::kafka::record;
 use crate::kafka::stop::{self, IncompleteStop, Phase, StopReport, StopRequest};
 use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::watch::{Watch, WatchConfig};
@@ -54,7 +56,15 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
     // Set when in-flight work is abandoned (shutdown timeout): the sink then stops retrying.
     let abandon = Arc::new(AtomicBool::new(false));
-    let (producer, sink) = producer_sink(&settings, &runtime, &tracker, &health, &abandon)?;
+    let (correction_acks, acknowledged) = crossbeam_channel::unbounded();
+    let (producer, sink) = producer_sink(
+        &settings,
+        &runtime,
+        &tracker,
+        &health,
+        &abandon,
+        Some(correction_acks),
+    )?;
     let mut engine = start_engine(
         settings.components.deduper(index),
         fingerprinter,
@@ -67,6 +77,19 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
         .subscribe(&[&settings.service.input_topic])
         .with_context(|| format!("cannot subscribe to {}", settings.service.input_topic))?;
     log_wiring(&settings, "consuming");
+    let corrections = match engine.submitter() {
+        Some(jobs) => Some(Corrections::spawn(
+            CorrectionsParams {
+                topic: settings.service.corrections_topic.clone(),
+                properties: settings.consumer_properties.clone(),
+                service_group: settings.service.group_id.clone(),
+            },
+            jobs,
+            acknowledged,
+            consumer.context().shared.clone(),
+        )?),
+        None => None,
+    };
 
     // Observes the group for the one-active-instance rule and for a member left without work.
     let watch = Watch::spawn(
@@ -80,6 +103,10 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     );
     let exit = consumer::run_loop(&consumer, &mut engine, &settings.consume_params());
 
+    if let Some(corrections) = corrections {
+        // Before the engine closes: the loop holds a sender of its queue.
+        corrections.join();
+    }
     let exit = close(Some(producer), consumer, engine, exit, runtime, Some(watch));
     match exit {
         LoopExit::Shutdown(report) => {
@@ -240,6 +267,7 @@ pub(crate) fn producer_sink(
     tracker: &Arc<Mutex<OffsetTracker>>,
     health: &Arc<Health>,
     abandon: &Arc<AtomicBool>,
+    corrections: Option<crossbeam_channel::Sender<(i32, i64, record::OutputKind)>>,
 ) -> Result<(OutputProducer, ProducerSink)> {
     let producer = producer::create_producer(
         &settings.producer_properties,
@@ -253,7 +281,10 @@ pub(crate) fn producer_sink(
         producer.clone(),
         settings.topics(),
         runtime.handle().clone(),
-        Arc::new(Acks::new(tracker.clone(), health.clone())),
+        Arc::new(match corrections {
+            Some(tx) => Acks::new(tracker.clone(), health.clone()).with_corrections(tx),
+            None => Acks::new(tracker.clone(), health.clone()),
+        }),
         abandon.clone(),
         settings.max_retry(),
     );

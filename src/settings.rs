@@ -429,6 +429,7 @@ fn validate(s: &ServiceConfig) -> Result<SocketAddr, SettingsError> {
         ("--unique-topic", &s.unique_topic),
         ("--duplicate-topic", &s.duplicate_topic),
         ("--dlq-topic", &s.dlq_topic),
+        ("--corrections-topic", &s.corrections_topic),
     ] {
         if value.trim().is_empty() {
             return Err(invalid(format!("{name} must not be empty")));
@@ -444,6 +445,17 @@ fn validate(s: &ServiceConfig) -> Result<SocketAddr, SettingsError> {
                 "{name} {out:?} is the input topic: the service would consume its own output"
             )));
         }
+        if *out == s.corrections_topic {
+            return Err(invalid(format!(
+                "{name} {out:?} is the corrections topic: the service would read its own output as corrections"
+            )));
+        }
+    }
+    if s.corrections_topic == s.input_topic {
+        return Err(invalid(format!(
+            "--corrections-topic {:?} is the input topic: corrections need a topic of their own",
+            s.corrections_topic
+        )));
     }
     if s.index_dir.as_os_str().is_empty() {
         return Err(invalid("--index-dir must not be empty"));

@@ -30,7 +30,8 @@
 //!   value = article id (UTF-8)
 //! Keys sort oldest first, so the articles due for removal are one range at the start.
 //! `meta`: fingerprint identity, format and counters (articles, unique, next sequence number and
-//! stream time: 4 x 8 bytes BE).
+//! stream time: 4 x 8 bytes BE), the read positions of a rebuilt index, and the pairs editors
+//! separated (`pair/...`, see `META_PAIR_PREFIX`).
 
 use crate::simhash::{Fingerprint, BLOCKS};
 
@@ -48,6 +49,30 @@ pub const META_FORMAT: &[u8] = b"format";
 /// bytes BE): how far an index built from the service's output topics (`index rebuild`,
 /// `standby`) has read them, written in the same atomic write as the articles read.
 pub const META_POSITION_PREFIX: &[u8] = b"position/";
+
+/// Prefix of the `meta` keys `pair/<id>\0<other id>` (value: the time of the latest correction of
+/// the pair, 8 bytes BE Unix ms, then 1 if an editor separated the two, 0 if joined again): the
+/// pairs editors keep apart, each stored under both orders.
+pub const META_PAIR_PREFIX: &[u8] = b"pair/";
+
+/// The `meta` key of the pair (`id`, `other`).
+pub fn pair_key(id: &str, other: &str) -> Vec<u8> {
+    let mut k = META_PAIR_PREFIX.to_vec();
+    k.extend_from_slice(id.as_bytes());
+    k.push(0);
+    k.extend_from_slice(other.as_bytes());
+    k
+}
+
+/// (id, other) of a pair key, or None if it is not one.
+pub fn parse_pair_key(key: &[u8]) -> Option<(String, String)> {
+    let rest = key.strip_prefix(META_PAIR_PREFIX)?;
+    let split = rest.iter().position(|&b| b == 0)?;
+    Some((
+        std::str::from_utf8(&rest[..split]).ok()?.to_owned(),
+        std::str::from_utf8(&rest[split + 1..]).ok()?.to_owned(),
+    ))
+}
 
 /// The `meta` key of the read position of `topic` [`partition`].
 pub fn position_key(topic: &str, partition: i32) -> Vec<u8> {

@@ -78,6 +78,10 @@ pub struct MatchRef {
     /// relations were named).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relation: Option<Relation>,
+    /// The indexed article the match was found through, when that article was merged into the
+    /// match by an editor (`distance` and the scores then describe the article and `via`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// Why an article is a duplicate of its match.
@@ -95,6 +99,8 @@ pub enum MatchRule {
     /// Beyond the threshold, but the match is (almost) whole inside the article and makes up most
     /// of it: the same report with new text added (an update).
     Extension,
+    /// An editor merged the article into the match (`dedup.correction`).
+    Editor,
 }
 
 impl MatchRule {
@@ -104,6 +110,7 @@ impl MatchRule {
             MatchRule::Resemblance => "resemblance",
             MatchRule::Containment => "containment",
             MatchRule::Extension => "extension",
+            MatchRule::Editor => "editor",
         }
     }
 }
@@ -184,9 +191,32 @@ pub struct StoredArticle {
     /// re-delivered or replayed older version gets that decision again and replaces nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub earlier: Vec<EarlierVersion>,
+    /// The editor's correction that made this decision, if one did (the latest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<CorrectionNote>,
 }
 
 impl StoredArticle {
+    /// Whether later articles can find this one: a unique article, or one an editor merged into
+    /// an earlier article (later copies of it find it and link to that article instead).
+    pub fn searchable(&self) -> bool {
+        self.decision == StoredDecision::Unique || self.merged()
+    }
+
+    /// An editor merged this article into its match.
+    pub fn merged(&self) -> bool {
+        self.decision == StoredDecision::Duplicate
+            && self
+                .correction
+                .as_ref()
+                .is_some_and(|c| c.kind == CorrectionKind::Merge)
+    }
+
+    /// When the latest correction of this article was made (Unix ms; i64::MIN: never corrected).
+    pub fn corrected_at(&self) -> i64 {
+        self.correction.as_ref().map_or(i64::MIN, |c| c.at_ms)
+    }
+
     /// What this article moves the index's stream time to (at least): its event time, but never
     /// past the time it arrived, so a clock that runs ahead dates the article without expiring
     /// everything else.
@@ -205,6 +235,7 @@ impl StoredArticle {
             event_ms: self.event_ms,
             event_time_clamped: self.event_time_clamped,
             superseded: false,
+            correction: self.correction.clone(),
         }
     }
 
@@ -250,6 +281,56 @@ pub struct EarlierVersion {
     /// This version arrived after a newer one (it was published before it) and never replaced it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correction: Option<CorrectionNote>,
+}
+
+/// The two corrections an editor can make (`newsdedup correct`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorrectionKind {
+    /// A false duplicate made unique: it and its old match never link again.
+    Release,
+    /// A missed duplicate made a duplicate of an earlier article.
+    Merge,
+}
+
+impl CorrectionKind {
+    pub const ALL: [CorrectionKind; 2] = [CorrectionKind::Release, CorrectionKind::Merge];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CorrectionKind::Release => "release",
+            CorrectionKind::Merge => "merge",
+        }
+    }
+}
+
+/// An editor's correction as the index keeps it with the corrected article (and the output
+/// writes it as `dedup.correction`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorrectionNote {
+    pub kind: CorrectionKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the editor made it (Unix ms): orders the corrections of one article.
+    pub at_ms: i64,
+    /// The decision it corrected.
+    pub previous_decision: StoredDecision,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_match: Option<MatchRef>,
+}
+
+/// What a correction does to the pairs editors keep apart: `separated` (a release: the two never
+/// link again) or joined again (a merge of a pair released before). `at_ms` orders the changes
+/// of one pair, so that applying them in any order (a rebuild reads two topics) ends the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairChange {
+    pub other: String,
+    pub separated: bool,
+    pub at_ms: i64,
 }
 
 /// Event times more than this ahead of the arrival time (a bad clock, a typo in the year) are
@@ -366,6 +447,21 @@ pub trait ArticleStore {
         searchable: bool,
     ) -> Result<(), IndexError>;
     fn counts(&self) -> IndexCounts;
+    /// The ids an editor separated from `id` (a release): never linked with it, in either
+    /// direction. Empty for nearly every id.
+    fn separated(&self, _id: &str) -> Vec<String> {
+        Vec::new()
+    }
+    /// An editor's correction: replaces `previous` (the stored version of `id`) by `article`
+    /// (searchable as [`StoredArticle::searchable`] says) and applies `pair`, in one atomic
+    /// write.
+    fn write_correction(
+        &mut self,
+        id: &str,
+        previous: &StoredArticle,
+        article: &StoredArticle,
+        pair: &PairChange,
+    ) -> Result<(), IndexError>;
     /// The retention window: an indexed article whose event time is more than this before the
     /// article being decided no longer matches it. None: every indexed article matches.
     fn retention(&self) -> Option<TimeSpan> {

@@ -70,6 +70,9 @@ pub struct Shared {
     /// Set by the consumer loop while this member fetches nothing: the watch then measures the
     /// records waiting beyond the group's committed offsets.
     pub idle: AtomicBool,
+    /// Set by the consumer loop while the group rules let this member decide: corrections are
+    /// applied only then (`corrections`).
+    pub deciding: AtomicBool,
     /// Wakes the group watch (after a rebalance) and stops it.
     pub watch: Signal,
     /// Partitions whose "watermark below position" warning was already logged.
@@ -105,6 +108,7 @@ impl Shared {
             observed: Mutex::new(Observed::default()),
             observed_version: AtomicU64::new(0),
             idle: AtomicBool::new(false),
+            deciding: AtomicBool::new(false),
             watch: Signal::default(),
             suspect_logged: Mutex::new(HashSet::new()),
             watermarks: Mutex::new(HashMap::new()),
@@ -687,6 +691,7 @@ fn detach(
             })
             .unwrap_or_default(),
         received: Instant::now(),
+        correction: false,
     }
 }
 
@@ -896,6 +901,7 @@ fn consume(
                 }
             }
         }
+        shared.deciding.store(gate_open, Ordering::Relaxed);
         if let Some(p) = pause.next(pressure || !gate_open, rebalanced) {
             set_paused(consumer, p);
         }
@@ -962,6 +968,7 @@ fn consume(
             export_progress(&shared);
         }
     };
+    shared.deciding.store(false, Ordering::Relaxed);
 
     finish(consumer, &shared, committer, fatal)
 }

@@ -60,7 +60,10 @@ impl Prepare<InputMessage> for LocalPreparer {
 
     fn prepare(&self, msg: &mut InputMessage) -> Prepared {
         let prepared = self.prepare_record(msg);
-        if matches!(prepared, Prepared::Valid { .. }) {
+        if matches!(
+            prepared,
+            Prepared::Valid { .. } | Prepared::Correction { .. }
+        ) {
             // Only the DLQ needs the original bytes.
             msg.payload = None;
         }
@@ -76,14 +79,25 @@ impl LocalPreparer {
                 "record has no value (null payload)",
             ));
         };
-        let prepared = pipeline::prepare(bytes, &self.fingerprinter, &self.read_rules);
-        if let Prepared::Valid {
-            article,
-            open_record,
-            ..
-        } = &prepared
-        {
-            let worst = record::worst_case_output_bytes(msg, &article.id, open_record.len());
+        let prepared = if msg.correction {
+            pipeline::prepare_correction(bytes, &self.read_rules)
+        } else {
+            pipeline::prepare(bytes, &self.fingerprinter, &self.read_rules)
+        };
+        let bounded = match &prepared {
+            Prepared::Valid {
+                article,
+                open_record,
+                ..
+            } => Some((article.id.as_str(), open_record.len())),
+            Prepared::Correction {
+                correction,
+                open_record,
+            } => Some((correction.id.as_str(), open_record.len())),
+            Prepared::Invalid(_) => None,
+        };
+        if let Some((id, open_len)) = bounded {
+            let worst = record::worst_case_output_bytes(msg, id, open_len);
             if worst > self.max_output_bytes {
                 return Prepared::Invalid(InvalidArticle {
                     reason: InvalidReason::Oversized,
@@ -91,7 +105,7 @@ impl LocalPreparer {
                         "its output record could reach {worst} bytes with key and headers, over the producer's message.max.bytes ({}): it could never be delivered, so it is not indexed",
                         self.max_output_bytes
                     ),
-                    id: Some(article.id.clone()),
+                    id: Some(id.to_owned()),
                 });
             }
         }
@@ -113,6 +127,7 @@ impl Envelope for InputMessage {
                 id,
                 record,
                 decision,
+                ..
             } => record::decided_record(&self, &id, record, &decision),
             Outcome::Invalid { error, record } => record::dlq_record(self, &error, record),
         };
@@ -184,6 +199,13 @@ impl Observer for Exported {
 impl DecisionObserver for Exported {
     fn decided(&mut self, outcome: &Outcome, took: Duration, index: &IndexCounts) {
         match outcome {
+            Outcome::Decided {
+                corrected: Some(kind),
+                ..
+            } => {
+                metrics::counter!(m::CORRECTIONS, "kind" => kind.as_str()).increment(1);
+                self.index_changed(index, None);
+            }
             Outcome::Decided { decision, .. } => {
                 if decision.is_duplicate() {
                     self.duplicate.increment(1);
@@ -299,6 +321,12 @@ impl Engine {
     /// The outcomes decided so far, shared.
     pub fn counts(&self) -> SharedCounts {
         self.counts.clone()
+    }
+
+    /// A sender that queues records like [`Engine::submit`] (the corrections loop's); the run
+    /// ends only once every sender is dropped.
+    pub fn submitter(&self) -> Option<Sender<InputMessage>> {
+        self.jobs.clone()
     }
 
     /// Queues a consumed record. Records are decided in the order they are submitted.

@@ -17,11 +17,13 @@
 //! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
 //! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling; bounded by
 //!   [`consumer::Bounds`] for `replay`.
+//! * [`corrections`]: the corrections topic, whose records `run` hands to the engine.
 //! * [`range`]: where `replay` starts and stops in each partition.
 //! * [`stop`]: the shutdown budget and its phases' deadlines (pure, but for two thread helpers).
 
 pub mod audit_source;
 pub mod consumer;
+pub mod corrections;
 pub mod engine;
 pub mod exclusive;
 pub mod follow;

@@ -71,6 +71,9 @@ pub struct Acks {
     latency: metrics::Histogram,
     delivered: [metrics::Counter; 3],
     retries: metrics::Counter,
+    /// Where the acknowledgements of corrections go (the corrections loop, which commits their
+    /// offsets): (partition, offset, topic kind).
+    corrections: Option<crossbeam_channel::Sender<(i32, i64, OutputKind)>>,
 }
 
 impl Acks {
@@ -82,16 +85,32 @@ impl Acks {
             delivered: [OutputKind::Unique, OutputKind::Duplicate, OutputKind::Dlq]
                 .map(|k| metrics::counter!(m::RECORDS_DELIVERED, "kind" => k.as_str())),
             retries: metrics::counter!(m::DELIVERY_RETRIES),
+            corrections: None,
         }
+    }
+
+    /// Sends the acknowledgements of corrections to `tx`.
+    pub fn with_corrections(
+        mut self,
+        tx: crossbeam_channel::Sender<(i32, i64, OutputKind)>,
+    ) -> Self {
+        self.corrections = Some(tx);
+        self
     }
 
     /// The output of `ticket`'s input is acknowledged (by the broker, or written by a dry run).
     pub fn delivered(&self, kind: OutputKind, ticket: &Ticket) {
         self.delivered[kind as usize].increment(1);
         self.latency.record(ticket.received.elapsed().as_secs_f64());
-        self.tracker
-            .lock()
-            .done(ticket.partition, ticket.epoch, ticket.offset);
+        if ticket.correction {
+            if let Some(tx) = &self.corrections {
+                let _ = tx.send((ticket.partition, ticket.offset, kind));
+            }
+        } else {
+            self.tracker
+                .lock()
+                .done(ticket.partition, ticket.epoch, ticket.offset);
+        }
         self.health.progressed();
     }
 }

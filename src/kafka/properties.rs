@@ -228,6 +228,28 @@ pub fn reader_properties(
     Ok(properties)
 }
 
+/// librdkafka properties of a plain writer to the service's topics (`newsdedup correct`): the
+/// user's properties that apply to a producer, layered as for `run`, then `bootstrap.servers`,
+/// with acknowledgement by every in-sync replica and idempotence, as `run` produces.
+pub fn writer_properties(
+    service: &ServiceConfig,
+    brokers: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[String],
+) -> Result<BTreeMap<String, String>, PropertyError> {
+    if brokers.trim().is_empty() {
+        return Err(invalid("--brokers must not be empty"));
+    }
+    let mut properties: BTreeMap<String, String> = user_properties(&service.kafka, env, flags)?
+        .into_iter()
+        .filter(|(k, _)| !CONSUMER_ONLY.contains(&k.as_str()))
+        .collect();
+    properties.insert("bootstrap.servers".into(), brokers.to_owned());
+    properties.insert("acks".into(), "all".into());
+    properties.insert("enable.idempotence".into(), "true".into());
+    Ok(properties)
+}
+
 /// `KEY=VALUE` of `-X`.
 pub fn parse_property(text: &str) -> Result<(String, String), PropertyError> {
     match text.split_once('=') {

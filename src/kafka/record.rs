@@ -49,6 +49,8 @@ pub struct InputMessage {
     pub headers: Vec<(String, Vec<u8>)>,
     /// When the service received it (for the processing-latency histogram).
     pub received: Instant,
+    /// A record of the corrections topic (an editor's correction), not of the input topic.
+    pub correction: bool,
 }
 
 /// Which output topic a record goes to.
@@ -99,6 +101,9 @@ pub struct Ticket {
     pub offset: i64,
     pub epoch: u64,
     pub received: Instant,
+    /// Of a correction: its acknowledgement goes to the corrections loop, not the offset
+    /// tracker.
+    pub correction: bool,
 }
 
 impl InputMessage {
@@ -108,11 +113,13 @@ impl InputMessage {
             offset: self.offset,
             epoch: self.epoch,
             received: self.received,
+            correction: self.correction,
         }
     }
 
-    /// Pass-through input headers followed by the source coordinates.
-    fn output_headers(&self, decision: &str) -> Vec<(String, Vec<u8>)> {
+    /// Pass-through input headers followed by the source coordinates. `source_time` is the
+    /// input's time as a rebuild reads it (`newsdedup.source.timestamp`).
+    fn output_headers(&self, decision: &str, source_time: Option<i64>) -> Vec<(String, Vec<u8>)> {
         let mut h: Vec<(String, Vec<u8>)> = self
             .headers
             .iter()
@@ -125,7 +132,7 @@ impl InputMessage {
             self.partition.to_string().into_bytes(),
         ));
         h.push((H_SOURCE_OFFSET.into(), self.offset.to_string().into_bytes()));
-        if let Some(ts) = self.timestamp_ms {
+        if let Some(ts) = source_time {
             h.push((H_SOURCE_TIMESTAMP.into(), ts.to_string().into_bytes()));
         }
         h.push((H_DECISION.into(), decision.as_bytes().to_vec()));
@@ -173,7 +180,16 @@ pub fn decided_record(
         kind,
         key: Some(id.as_bytes().to_vec()),
         payload: record,
-        headers: input.output_headers(kind.as_str()),
+        // A correction republishes an article decided earlier: a rebuild must read the event
+        // time the article was decided with, not the correction's.
+        headers: input.output_headers(
+            kind.as_str(),
+            if input.correction {
+                Some(decision.event_ms)
+            } else {
+                input.timestamp_ms
+            },
+        ),
         indexed: Some(Indexed {
             id: id.to_owned(),
             fingerprint: decision.fingerprint,
@@ -189,7 +205,7 @@ pub fn dlq_record(
     error: &InvalidArticle,
     invalid_line: Vec<u8>,
 ) -> OutputRecord {
-    let mut headers = input.output_headers("invalid");
+    let mut headers = input.output_headers("invalid", input.timestamp_ms);
     headers.push((
         H_ERROR_REASON.into(),
         error.reason.as_str().as_bytes().to_vec(),
@@ -324,6 +340,7 @@ mod tests {
                 ("newsdedup.decision".into(), b"forged".to_vec()),
             ],
             received: Instant::now(),
+            correction: false,
         }
     }
 

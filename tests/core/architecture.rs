@@ -11,8 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 16] = [
+const CORE: [&str; 17] = [
     "article.rs",
+    "correction.rs",
     "time.rs",
     "text",
     "simhash.rs",
@@ -145,13 +146,13 @@ const LAYERS: &[&[&str]] = &[
     // The one ordered runner: sources, stages and sinks are configurations of it.
     &["runner"],
     &["dedup"],
-    &["output"],
+    &["output", "correction"],
     &["pipeline", "compare", "restore"],
     &["batch", "audit"],
     &["metrics", "config"],
     &["components"],
     &["kafka"],
-    &["settings"],
+    &["settings", "correct"],
     &["replica"],
     &["service"],
     &["replay"],

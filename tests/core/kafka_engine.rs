@@ -65,6 +65,7 @@ fn message(partition: i32, offset: i64, epoch: u64, value: &Value) -> InputMessa
         payload: Some(serde_json::to_vec(value).expect("json")),
         headers: Vec::new(),
         received: Instant::now(),
+        correction: false,
     }
 }
 

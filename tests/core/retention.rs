@@ -232,6 +232,7 @@ fn record(seq: u64, event_ms: i64, unique: bool) -> StoredArticle {
         published_ms: Some(event_ms),
         event_time_clamped: false,
         earlier: Vec::new(),
+        correction: None,
     }
 }
 

@@ -13,7 +13,7 @@ use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
     parse_expiry_key, parse_id_key, ARTICLES, BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
-use crate::index::{ArticleStore, DurableStore, StoredArticle, StoredDecision};
+use crate::index::{ArticleStore, DurableStore, StoredArticle};
 use crate::simhash::Fingerprint;
 use crate::simhash::BLOCKS;
 use crate::time::{format_rfc3339, Bucket, TimeSpan};
@@ -411,7 +411,7 @@ impl RocksIndex {
             let id = String::from_utf8_lossy(key).into_owned();
             report.articles += 1;
             let art = self.decode_article(&id, value)?;
-            if art.decision == StoredDecision::Unique {
+            if art.searchable() {
                 report.unique += 1;
                 match self.id_of(art.seq)? {
                     Some(found) if found == id => {}
@@ -485,8 +485,7 @@ impl RocksIndex {
             report.id_entries += 1;
             let id = String::from_utf8_lossy(value).into_owned();
             match (parse_id_key(key), self.get(&id)?) {
-                (Some(seq), Some(art))
-                    if art.seq == seq && art.decision == StoredDecision::Unique => {}
+                (Some(seq), Some(art)) if art.seq == seq && art.searchable() => {}
                 (None, _) => report.problems.push(format!("{IDS}: malformed key")),
                 (_, None) => report
                     .problems
@@ -615,11 +614,7 @@ impl RocksIndex {
             )));
         };
         Ok(match self.get(&id)? {
-            Some(art)
-                if art.seq == seq && art.decision == StoredDecision::Unique && agrees(&art) =>
-            {
-                None
-            }
+            Some(art) if art.seq == seq && art.searchable() && agrees(&art) => None,
             Some(_) => Some(format!(
                 "{family}: entry of {id:?} disagrees with its article"
             )),
@@ -689,7 +684,7 @@ fn dir_size(dir: &Path) -> u64 {
 mod tests {
     use super::*;
     use crate::fingerprint::FingerprintIdentity;
-    use crate::index::IndexConfig;
+    use crate::index::{IndexConfig, StoredDecision};
     use crate::simhash::Fingerprint;
     use crate::sketch::{Sketch, BINS};
     use crate::time::TimeSpan;
@@ -723,6 +718,7 @@ mod tests {
                 shingles: 1000,
             }),
             revision: None,
+            correction: None,
         }
     }
 

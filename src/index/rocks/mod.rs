@@ -5,11 +5,12 @@
 //! format checks, the refusal of an older layout, the per-family options) and the `ArticleStore`
 //! implementation, which hands each call to the file of its concern: `read` (an article by id, the
 //! candidate searches), `write` (every atomic write, and the retention window's removals), `admin`
-//! (durability, stats, verify, delete) and `positions` (the read positions of an index rebuilt
-//! from the output topics). Split so that each concern reads on its own; each file builds only on
+//! (durability, stats, verify, delete), `pairs` (the pairs editors separated) and `positions`
+//! (the read positions of an index rebuilt from the output topics). Split so that each concern reads on its own; each file builds only on
 //! this one and the files named before it, never on a later one.
 
 mod admin;
+mod pairs;
 mod positions;
 mod read;
 mod write;
@@ -23,7 +24,7 @@ use super::layout::{
     self, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
 use super::IndexConfig;
-use super::{ArticleStore, Candidate, IndexCounts, StoredArticle};
+use super::{ArticleStore, Candidate, IndexCounts, PairChange, StoredArticle};
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
 use crate::simhash::{Fingerprint, BLOCKS};
@@ -34,6 +35,7 @@ use rocksdb::{
     ColumnFamilyDescriptor, DBCompressionType, MemtableFactory, MergeOperands, Options,
     SliceTransform, WriteBatch, WriteOptions, DB,
 };
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
@@ -55,6 +57,9 @@ pub struct RocksIndex {
     /// No `expiry` entry has an event time below this (i64::MIN: not known yet). Lowered by
     /// `stage_article`, raised by `remove_expired`.
     expiry_floor: AtomicI64,
+    /// The pairs editors separated, both ways (`pairs`): read for every accepted candidate, so
+    /// kept in memory (a handful of ids per correction).
+    separated: HashMap<String, Vec<String>>,
 }
 
 fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
@@ -231,6 +236,7 @@ impl RocksIndex {
             write_opts,
             retention: config.retention,
             expiry_floor: AtomicI64::new(i64::MIN),
+            separated: HashMap::new(),
         };
         match index
             .db
@@ -247,6 +253,7 @@ impl RocksIndex {
             _ => {}
         }
         index.counts = index.read_counts()?;
+        index.separated = index.read_separated()?;
         Ok(index)
     }
 
@@ -377,6 +384,20 @@ impl ArticleStore for RocksIndex {
 
     fn counts(&self) -> IndexCounts {
         self.counts
+    }
+
+    fn separated(&self, id: &str) -> Vec<String> {
+        self.separated.get(id).cloned().unwrap_or_default()
+    }
+
+    fn write_correction(
+        &mut self,
+        id: &str,
+        previous: &StoredArticle,
+        article: &StoredArticle,
+        pair: &PairChange,
+    ) -> Result<(), IndexError> {
+        self.write_corrected(id, previous, article, pair)
     }
 
     fn retention(&self) -> Option<TimeSpan> {

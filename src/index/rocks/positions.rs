@@ -9,18 +9,21 @@
 use super::{rocks_err, RocksIndex};
 use crate::error::IndexError;
 use crate::index::layout::{self, META};
-use crate::index::StoredArticle;
+use crate::index::{PairChange, StoredArticle};
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 use std::collections::BTreeMap;
 
 impl RocksIndex {
     /// One atomic write of a restored article, when given (`id`, the stored version it replaces
-    /// if any, the article, whether it is searchable), and of a read position of the output
-    /// topics (topic, partition, next offset), so an index built from the output topics always
-    /// knows exactly which records it holds. The article's `seq` is assigned here.
+    /// if any, the article, whether it is searchable), of the pair an editor's correction changed
+    /// (`id` and the change; skipped if a later change of the pair is stored), and of a read
+    /// position of the output topics (topic, partition, next offset), so an index built from the
+    /// output topics always knows exactly which records it holds. The article's `seq` is assigned
+    /// here.
     pub fn write_restored(
         &mut self,
         article: Option<(&str, Option<&StoredArticle>, &StoredArticle, bool)>,
+        pair: Option<(&str, &PairChange)>,
         position: Option<(&str, i32, i64)>,
     ) -> Result<(), IndexError> {
         let mut counts = self.counts;
@@ -32,6 +35,10 @@ impl RocksIndex {
             };
             self.stage_article(&mut batch, &mut counts, id, previous, &article, searchable)?;
         }
+        let paired = match pair {
+            Some((id, change)) => self.stage_pair(&mut batch, id, change)?,
+            None => false,
+        };
         if let Some((topic, partition, next)) = position {
             batch.put_cf(
                 self.cf(META)?,
@@ -39,7 +46,11 @@ impl RocksIndex {
                 next.to_be_bytes(),
             );
         }
-        self.commit(batch, counts)
+        self.commit(batch, counts)?;
+        if let (true, Some((id, change))) = (paired, pair) {
+            self.pair_written(id, change);
+        }
+        Ok(())
     }
 
     /// The read positions of the output topics this index was built from (see

@@ -33,7 +33,7 @@ use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDS_FAMILY,
     BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
-use crate::index::{ArticleStore, IndexCounts, StoredArticle, StoredDecision};
+use crate::index::{ArticleStore, IndexCounts, StoredArticle};
 use rocksdb::{ReadOptions, WriteBatch};
 use std::sync::atomic::Ordering;
 
@@ -156,7 +156,7 @@ impl RocksIndex {
         old: &StoredArticle,
     ) -> Result<(), IndexError> {
         batch.delete_cf(self.cf(EXPIRY)?, expiry_key(old.event_ms, old.seq));
-        if old.decision != StoredDecision::Unique {
+        if !old.searchable() {
             return Ok(());
         }
         counts.unique = counts.unique.saturating_sub(1);

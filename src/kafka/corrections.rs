@@ -1,0 +1,276 @@
+//! The corrections topic as `run` reads it: editors' corrections (`newsdedup correct`) are handed
+//! to the engine like input records ([`InputMessage::correction`] set), so the single writer
+//! applies each one between two articles, its output is published to `articles.unique` /
+//! `articles.duplicate` (or the DLQ with the reason it was refused) after the group's sync, and
+//! only after that output is acknowledged is the correction's offset committed. A crash repeats
+//! a correction, and applying one again only publishes its output again.
+//!
+//! Plain `assign` of every partition of the topic, offsets committed under the consumer group
+//! `<group-id>.corrections` (no member ever joins it, so it never rebalances and never counts as
+//! another instance of the service's own group). One correction at a time: they are rare, and
+//! their order is the topic's. Nothing is fetched while the group rules keep this member from
+//! deciding (`Shared::deciding`): a waiting newcomer applies nothing.
+
+use super::consumer::Shared;
+use super::record::{InputMessage, OutputKind};
+use anyhow::{Context, Result};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::message::{Headers, Message};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::ClientConfig;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Metadata and offset requests.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(100);
+/// While the topic is missing or unreadable, look again this often.
+const RETRY: Duration = Duration::from_secs(5);
+/// On stop, how long the acknowledgement of a correction handed over is waited for.
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// The consumer group under which `run` commits its position in the corrections topic.
+pub fn group_id(service_group: &str) -> String {
+    format!("{service_group}.corrections")
+}
+
+/// What the loop needs.
+pub struct CorrectionsParams {
+    pub topic: String,
+    /// The consumer's librdkafka properties (`group.id` is replaced by [`group_id`]).
+    pub properties: BTreeMap<String, String>,
+    pub service_group: String,
+}
+
+/// The running loop.
+pub struct Corrections {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Corrections {
+    /// Starts the loop: records go to `jobs` (the engine's), acknowledgements come back on
+    /// `acks` (from the producer's `Acks`).
+    pub fn spawn(
+        params: CorrectionsParams,
+        jobs: Sender<InputMessage>,
+        acks: Receiver<(i32, i64, OutputKind)>,
+        shared: Arc<Shared>,
+    ) -> Result<Corrections> {
+        let thread = std::thread::Builder::new()
+            .name("corrections".into())
+            .spawn(move || {
+                let _guard = shared.engine.fail_on_panic("corrections");
+                run(&params, &jobs, &acks, &shared);
+            })
+            .context("cannot spawn the corrections thread")?;
+        Ok(Corrections {
+            thread: Some(thread),
+        })
+    }
+
+    /// Waits for the loop to end (it ends once a stop is requested or the engine failed).
+    pub fn join(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn stopping(shared: &Shared) -> bool {
+    shared.stop.is_requested() || shared.engine.failure().is_some()
+}
+
+fn run(
+    params: &CorrectionsParams,
+    jobs: &Sender<InputMessage>,
+    acks: &Receiver<(i32, i64, OutputKind)>,
+    shared: &Shared,
+) {
+    let mut logged_missing = false;
+    let consumer = loop {
+        if stopping(shared) {
+            return;
+        }
+        match assign(params) {
+            Ok(c) => break c,
+            Err(e) => {
+                if !logged_missing {
+                    tracing::warn!(
+                        "corrections are not applied yet: {e:#}; trying again every {}s",
+                        RETRY.as_secs()
+                    );
+                    logged_missing = true;
+                }
+                sleep_unless_stopped(shared, RETRY);
+            }
+        }
+    };
+    if logged_missing {
+        tracing::info!("reading corrections from {}", params.topic);
+    }
+    let topic: Arc<str> = Arc::from(params.topic.as_str());
+    while !stopping(shared) {
+        if !shared.deciding.load(Ordering::Relaxed) {
+            std::thread::sleep(POLL);
+            continue;
+        }
+        let msg = match consumer.poll(POLL) {
+            None => continue,
+            Some(Err(e)) => {
+                tracing::debug!("corrections topic: {e}");
+                continue;
+            }
+            Some(Ok(m)) => m,
+        };
+        let (partition, offset) = (msg.partition(), msg.offset());
+        let input = InputMessage {
+            topic: topic.clone(),
+            partition,
+            offset,
+            epoch: 0,
+            timestamp_ms: msg.timestamp().to_millis(),
+            key: msg.key().map(<[u8]>::to_vec),
+            payload: msg.payload().map(<[u8]>::to_vec),
+            headers: msg
+                .headers()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| {
+                            (
+                                h.key.to_owned(),
+                                h.value.map(<[u8]>::to_vec).unwrap_or_default(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            received: Instant::now(),
+            correction: true,
+        };
+        drop(msg);
+        if jobs.send(input).is_err() {
+            return;
+        }
+        let Some(kind) = acknowledged(acks, shared, partition, offset) else {
+            // Not acknowledged (stopping, or the engine failed): not committed, so applied
+            // again after a restart.
+            return;
+        };
+        match kind {
+            OutputKind::Dlq => tracing::warn!(
+                "correction {}[{partition}]@{offset} refused or unreadable: see {} for the reason",
+                params.topic,
+                "the DLQ record (header newsdedup.error.message)"
+            ),
+            _ => tracing::info!(
+                "correction {}[{partition}]@{offset} applied: published to the {} topic",
+                params.topic,
+                kind.as_str()
+            ),
+        }
+        let mut tpl = TopicPartitionList::new();
+        if let Err(e) = tpl
+            .add_partition_offset(&params.topic, partition, Offset::Offset(offset + 1))
+            .map_err(anyhow::Error::from)
+            .and_then(|()| {
+                consumer
+                    .commit(&tpl, CommitMode::Sync)
+                    .map_err(anyhow::Error::from)
+            })
+        {
+            // Applied and published: a correction read again is recognised and only published
+            // again.
+            tracing::warn!(
+                "cannot commit the corrections position {}[{partition}]@{}: {e}; the correction is applied again after a restart (which changes nothing)",
+                params.topic,
+                offset + 1
+            );
+        }
+    }
+}
+
+/// Waits for the acknowledgement of (`partition`, `offset`); None when the engine failed, or a
+/// stop was requested and it did not come within [`STOP_WAIT`].
+fn acknowledged(
+    acks: &Receiver<(i32, i64, OutputKind)>,
+    shared: &Shared,
+    partition: i32,
+    offset: i64,
+) -> Option<OutputKind> {
+    let mut stop_seen: Option<Instant> = None;
+    loop {
+        match acks.recv_timeout(POLL) {
+            Ok((p, o, kind)) if (p, o) == (partition, offset) => return Some(kind),
+            Ok(_) => {}
+            Err(RecvTimeoutError::Disconnected) => return None,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if shared.engine.failure().is_some() {
+            return None;
+        }
+        if shared.stop.is_requested() {
+            let since = *stop_seen.get_or_insert_with(Instant::now);
+            if since.elapsed() >= STOP_WAIT {
+                return None;
+            }
+        }
+    }
+}
+
+fn sleep_unless_stopped(shared: &Shared, total: Duration) {
+    let until = Instant::now() + total;
+    while Instant::now() < until && !stopping(shared) {
+        std::thread::sleep(POLL);
+    }
+}
+
+/// A consumer assigned every partition of the corrections topic at the group's committed
+/// offsets (a partition without one from its beginning: no correction is ever skipped).
+fn assign(params: &CorrectionsParams) -> Result<BaseConsumer> {
+    let mut config = ClientConfig::new();
+    for (k, v) in &params.properties {
+        config.set(k, v);
+    }
+    config
+        .set("group.id", group_id(&params.service_group))
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.partition.eof", "false")
+        .set("client.id", "newsdedup-corrections");
+    let consumer: BaseConsumer = config
+        .create()
+        .context("cannot create the corrections consumer")?;
+    let partitions = super::topic_partitions_within(&consumer, &params.topic, REQUEST_TIMEOUT)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in &partitions {
+        tpl.add_partition(&params.topic, *p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, REQUEST_TIMEOUT)
+        .with_context(|| {
+            format!(
+                "cannot read the committed offsets of group {}",
+                group_id(&params.service_group)
+            )
+        })?;
+    let mut start = TopicPartitionList::new();
+    for p in &partitions {
+        let offset = match committed
+            .find_partition(&params.topic, *p)
+            .map(|e| e.offset())
+        {
+            Some(Offset::Offset(o)) if o >= 0 => Offset::Offset(o),
+            _ => Offset::Beginning,
+        };
+        start.add_partition_offset(&params.topic, *p, offset)?;
+    }
+    consumer
+        .assign(&start)
+        .with_context(|| format!("cannot assign the partitions of {}", params.topic))?;
+    Ok(consumer)
+}
