@@ -732,7 +732,7 @@ fn an_older_version_delivered_after_a_newer_one_does_not_replace_it() {
 /// Validates every JSON line of `lines` against `schema` (a file under schemas/) with a JSON
 /// Schema validator (Python's jsonschema, installed by scripts/setup.sh); the lines that fail, with
 /// why.
-fn schema_violations(schema: &str, lines: &[String]) -> Vec<String> {
+pub fn schema_violations(schema: &str, lines: &[String]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("lines.jsonl");
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();

@@ -8,6 +8,7 @@ mod common;
 
 mod architecture;
 mod cli_batch;
+mod corrections;
 mod dedup_core;
 mod index_equivalence;
 mod kafka_engine;

@@ -1,0 +1,595 @@
+//! Editors' corrections without a broker: release and merge applied by the single writer, what
+//! later articles then link to, every refusal, applying twice, and an index rebuilt from the
+//! output records (read in any interleaving of the two topics) that equals the corrected one.
+//! The command line end to end (`correct --records/--write`, `batch --corrections`) too.
+
+use newsdedup::article::{InvalidReason, ReadRules};
+use newsdedup::config::{DedupConfig, FingerprintConfig, IndexConfig};
+use newsdedup::correction::{Correction, Refusal};
+use newsdedup::dedup::{Deduper, Verdict};
+use newsdedup::fingerprint::Fingerprinter;
+use newsdedup::index::{ArticleStore, CorrectionKind, MatchRule, RocksIndex};
+use newsdedup::pipeline::{self, Outcome};
+use newsdedup::restore::{self, RestoreTarget};
+use newsdedup::time::{format_rfc3339, TimeSpan, UtcOffset};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+const RULES: ReadRules = ReadRules {
+    max_bytes: 1 << 20,
+    published_at_offset: UtcOffset::UTC,
+};
+
+/// A report of ~20 sentences on `topic`, the sentences numbered from `from`.
+fn report(topic: &str, from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| {
+            format!(
+                "{topic}第{i}项工作中，相关部门组织专家开展第{i}轮现场核查，对发现的{}个问题逐一整改并公开结果。",
+                i * 7 % 13 + 2
+            )
+        })
+        .collect()
+}
+
+fn article(id: &str, content: &str, published: &str) -> Vec<u8> {
+    json!({"id": id, "title": "", "content": content, "published_at": published})
+        .to_string()
+        .into_bytes()
+}
+
+struct Rig {
+    fp: Fingerprinter,
+    deduper: Deduper<RocksIndex>,
+    _dir: tempfile::TempDir,
+}
+
+fn rig(retention: Option<TimeSpan>) -> Rig {
+    let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let index = RocksIndex::open(
+        dir.path(),
+        fp.identity(),
+        &IndexConfig {
+            retention,
+            ..IndexConfig::default()
+        },
+    )
+    .unwrap();
+    Rig {
+        fp,
+        deduper: Deduper::with_config(index, DedupConfig::default()),
+        _dir: dir,
+    }
+}
+
+impl Rig {
+    fn decide(&mut self, raw: &[u8]) -> Outcome {
+        let prepared = pipeline::prepare(raw, &self.fp, &RULES);
+        pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
+    }
+
+    fn verdict(&mut self, raw: &[u8]) -> Verdict {
+        match self.decide(raw) {
+            Outcome::Decided { decision, .. } => decision.verdict,
+            Outcome::Invalid { error, .. } => panic!("invalid: {error}"),
+        }
+    }
+
+    fn correct(&mut self, c: &Correction) -> Outcome {
+        let prepared = pipeline::prepare_correction(c.to_json().as_bytes(), &RULES);
+        pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
+    }
+}
+
+fn linked_to(v: &Verdict) -> Option<&str> {
+    match v {
+        Verdict::Duplicate(m) => Some(m.id.as_str()),
+        Verdict::Unique => None,
+    }
+}
+
+/// A correction of `id` (its article `raw`, stored as `fingerprint`) made at `at_ms`.
+fn correction(
+    kind: CorrectionKind,
+    raw: &[u8],
+    fp: &Fingerprinter,
+    into: Option<&str>,
+    at_ms: i64,
+) -> Correction {
+    let value: Value = serde_json::from_slice(raw).unwrap();
+    let content = value["content"].as_str().unwrap();
+    Correction {
+        kind,
+        id: value["id"].as_str().unwrap().to_owned(),
+        into: into.map(str::to_owned),
+        by: Some("editor".into()),
+        reason: Some("read both".into()),
+        at: format_rfc3339(at_ms),
+        fingerprint: fp.fingerprint("", content).unwrap().fingerprint,
+        article: String::from_utf8(raw.to_vec()).unwrap(),
+    }
+}
+
+const T0: i64 = 1_760_000_000_000;
+/// When the articles are decided (after every `published_at` above, so none is clamped).
+const NOW: u64 = 1_770_000_000_000;
+
+/// B, then A: B with its last quarter rewritten (the engine links A to B), and an unrelated C.
+fn false_pair() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let b = article("b", &report("河东区", 1, 20), "2025-10-01T08:00:00Z");
+    let a_text = report("河东区", 1, 15) + &report("河西区", 40, 5);
+    let a = article("a", &a_text, "2025-10-01T09:00:00Z");
+    let c = article("c", &report("南山县", 100, 20), "2025-10-01T07:00:00Z");
+    (b, a, c)
+}
+
+#[test]
+fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_original() {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    assert_eq!(linked_to(&r.verdict(&b)), None);
+    assert_eq!(
+        linked_to(&r.verdict(&a)),
+        Some("b"),
+        "the setup: A links to B"
+    );
+    let release = correction(CorrectionKind::Release, &a, &r.fp, None, T0);
+    let Outcome::Decided {
+        record,
+        decision,
+        corrected,
+        ..
+    } = r.correct(&release)
+    else {
+        panic!("refused")
+    };
+    assert_eq!(corrected, Some(CorrectionKind::Release));
+    assert_eq!(decision.verdict, Verdict::Unique);
+    let out: Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!(out["id"], "a");
+    assert_eq!(out["dedup"]["decision"], "unique");
+    assert_eq!(out["dedup"]["correction"]["kind"], "release");
+    assert_eq!(out["dedup"]["correction"]["by"], "editor");
+    assert_eq!(
+        out["dedup"]["correction"]["previous"]["decision"],
+        "duplicate"
+    );
+    assert_eq!(out["dedup"]["correction"]["previous"]["match"]["id"], "b");
+    assert_eq!(r.deduper.store().separated("a"), vec!["b".to_owned()]);
+    assert_eq!(r.deduper.store().separated("b"), vec!["a".to_owned()]);
+
+    // A copy of A: A's, though B is as near in simhash.
+    let copy_a = article("copy-a", &report("河东区", 1, 15), "2025-10-02T08:00:00Z");
+    let mut copy_a: Value = serde_json::from_slice(&copy_a).unwrap();
+    copy_a["content"] = json!(serde_json::from_slice::<Value>(&a).unwrap()["content"]);
+    assert_eq!(
+        linked_to(&r.verdict(copy_a.to_string().as_bytes())),
+        Some("a")
+    );
+    // A copy of B is still B's.
+    let mut copy_b: Value = serde_json::from_slice(&b).unwrap();
+    copy_b["id"] = json!("copy-b");
+    assert_eq!(
+        linked_to(&r.verdict(copy_b.to_string().as_bytes())),
+        Some("b")
+    );
+    // A revision of A never links to B (the pair is kept apart in both directions).
+    let revised = article(
+        "a",
+        &(report("河东区", 1, 15) + &report("河西区", 40, 4)),
+        "2025-10-01T09:00:00Z",
+    );
+    let v = r.verdict(&revised);
+    assert_ne!(linked_to(&v), Some("b"), "{v:?}");
+    // A re-delivered A gets the released decision, with the correction.
+    let mut again = rig(None);
+    again.verdict(&b);
+    again.verdict(&a);
+    again.correct(&release);
+    match again.decide(&a) {
+        Outcome::Decided { decision, .. } => {
+            assert!(decision.replayed);
+            assert_eq!(decision.verdict, Verdict::Unique);
+            assert!(decision.correction.is_some());
+        }
+        Outcome::Invalid { error, .. } => panic!("{error}"),
+    }
+}
+
+#[test]
+fn a_merged_article_is_a_duplicate_of_the_original_and_its_copies_link_to_the_original() {
+    let mut r = rig(None);
+    let o = article("o", &report("北湖镇", 1, 8), "2025-10-01T08:00:00Z");
+    // An update with as much new text again: the engine misses it.
+    let m_text = report("北湖镇", 1, 8) + &report("北湖镇", 60, 14);
+    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    assert_eq!(linked_to(&r.verdict(&o)), None);
+    assert_eq!(linked_to(&r.verdict(&m)), None, "the setup: M is missed");
+    let merge = correction(CorrectionKind::Merge, &m, &r.fp, Some("o"), T0);
+    let Outcome::Decided {
+        record, decision, ..
+    } = r.correct(&merge)
+    else {
+        panic!("refused")
+    };
+    let Verdict::Duplicate(matched) = &decision.verdict else {
+        panic!("not a duplicate")
+    };
+    assert_eq!(matched.id, "o");
+    assert_eq!(matched.rule, Some(MatchRule::Editor));
+    let out: Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!(out["dedup"]["match"]["rule"], "editor");
+    assert_eq!(out["dedup"]["correction"]["previous"]["decision"], "unique");
+    // A copy of M: O's, found through M.
+    let copy = article("copy-m", &m_text, "2025-10-02T08:00:00Z");
+    match r.verdict(&copy) {
+        Verdict::Duplicate(m) => {
+            assert_eq!(m.id, "o");
+            assert_eq!(m.via.as_deref(), Some("m"));
+        }
+        Verdict::Unique => panic!("a copy of a merged article is unique"),
+    }
+    // Applying the same merge again changes nothing and says the same.
+    let Outcome::Decided {
+        record: again,
+        decision,
+        ..
+    } = r.correct(&merge)
+    else {
+        panic!("refused the second time")
+    };
+    assert!(decision.replayed);
+    assert_eq!(again, record);
+}
+
+fn refusal_of(r: &mut Rig, c: &Correction) -> String {
+    match r.correct(c) {
+        Outcome::Invalid { error, .. } => {
+            assert_eq!(error.reason, InvalidReason::RefusedCorrection);
+            error.message
+        }
+        Outcome::Decided { .. } => panic!("{c:?} was applied"),
+    }
+}
+
+#[test]
+fn every_refusal_says_why_and_changes_nothing() {
+    let mut r = rig(Some("30d".parse().unwrap()));
+    let (b, a, c) = false_pair();
+    let late = article("late", &report("西岭乡", 200, 20), "2025-10-05T08:00:00Z");
+    for raw in [&b, &a, &c, &late] {
+        r.verdict(raw);
+    }
+    let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
+    let counts = r.deduper.store().counts();
+    let cases: Vec<(Correction, &str)> = vec![
+        (
+            Correction {
+                id: "nobody".into(),
+                article: String::from_utf8(article("nobody", "无", "2025-10-01")).unwrap(),
+                ..correction(CorrectionKind::Release, &b, &fp, None, T0)
+            },
+            "not in the index",
+        ),
+        (
+            correction(CorrectionKind::Release, &b, &fp, None, T0),
+            "is unique",
+        ),
+        (
+            correction(CorrectionKind::Merge, &c, &fp, Some("c"), T0),
+            "into itself",
+        ),
+        (
+            correction(CorrectionKind::Merge, &c, &fp, Some("late"), T0),
+            "published later",
+        ),
+        (
+            correction(CorrectionKind::Merge, &late, &fp, Some("a"), T0),
+            "itself a duplicate of \"b\"",
+        ),
+        (
+            correction(CorrectionKind::Merge, &a, &fp, Some("c"), T0),
+            "already a duplicate",
+        ),
+        (
+            correction(CorrectionKind::Merge, &late, &fp, Some("nobody"), T0),
+            "not in the index",
+        ),
+        (
+            Correction {
+                fingerprint: newsdedup::simhash::Fingerprint(7),
+                ..correction(CorrectionKind::Release, &a, &fp, None, T0)
+            },
+            "changed since",
+        ),
+    ];
+    for (c, why) in &cases {
+        let message = refusal_of(&mut r, c);
+        assert!(message.contains(why), "{c:?}: {message}");
+    }
+    assert_eq!(r.deduper.store().counts(), counts, "a refusal wrote");
+    // An older correction than the one applied.
+    r.correct(&correction(CorrectionKind::Release, &a, &fp, None, T0 + 10));
+    let message = refusal_of(
+        &mut r,
+        &correction(CorrectionKind::Merge, &a, &fp, Some("c"), T0),
+    );
+    assert!(message.contains("later correction"), "{message}");
+    // Outside the retention window: an article 60 days older than the newest.
+    let old = article("old", &report("旧城区", 300, 20), "2025-08-01T08:00:00Z");
+    r.verdict(&old);
+    let message = refusal_of(
+        &mut r,
+        &correction(CorrectionKind::Merge, &late, &fp, Some("old"), T0),
+    );
+    assert!(message.contains("retention window"), "{message}");
+    // Typed refusal names (metrics, DLQ) stay stable.
+    assert_eq!(
+        Refusal::MergeIntoItself("x".into()).as_str(),
+        "merge_into_itself"
+    );
+}
+
+#[test]
+fn a_record_of_the_corrections_topic_that_is_not_a_correction_is_invalid() {
+    for (raw, why) in [
+        (&b"{"[..], "not a correction"),
+        (br#"{"kind":"merge","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "needs `into`"),
+        (br#"{"kind":"release","id":"a","at":"yesterday","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "RFC 3339"),
+        (br#"{"kind":"release","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"z\",\"content\":\"x\"}"}"#, "has id \"z\""),
+    ] {
+        match pipeline::prepare_correction(raw, &RULES) {
+            pipeline::Prepared::Invalid(e) => {
+                assert_eq!(e.reason, InvalidReason::BadCorrection);
+                assert!(e.message.contains(why), "{}", e.message);
+            }
+            _ => panic!("accepted {}", String::from_utf8_lossy(raw)),
+        }
+    }
+}
+
+/// The state of an index that decisions depend on, comparable across indexes.
+fn state(index: &RocksIndex, ids: &[&str]) -> Vec<String> {
+    ids.iter()
+        .map(|id| {
+            let a = index.get(id).unwrap();
+            let mut seps = index.separated(id);
+            seps.sort();
+            format!(
+                "{id}: {:?} {:?} {:?} {:?} {:?}",
+                a.as_ref()
+                    .map(|a| (a.decision, a.fingerprint, a.searchable())),
+                a.as_ref()
+                    .and_then(|a| a.matched.as_ref().map(|m| m.id.clone())),
+                a.as_ref()
+                    .and_then(|a| a.correction.as_ref().map(|c| (c.kind, c.at_ms))),
+                seps,
+                index.counts().unique,
+            )
+        })
+        .collect()
+}
+
+/// B, A, C, O, M decided, then: release A, merge M into O, merge A back into B, release A
+/// again. The live rig and every output record, in decision order.
+fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
+    let mut r = rig(None);
+    let (b, a, c) = false_pair();
+    let o = article("o", &report("北湖镇", 1, 8), "2025-10-01T08:00:00Z");
+    let m_text = report("北湖镇", 1, 8) + &report("北湖镇", 60, 14);
+    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    let mut outputs: Vec<Vec<u8>> = Vec::new();
+    for raw in [&b, &a, &c, &o, &m] {
+        outputs.push(r.decide(raw).record().to_vec());
+    }
+    for corr in [
+        correction(CorrectionKind::Release, &a, &r.fp, None, T0),
+        correction(CorrectionKind::Merge, &m, &r.fp, Some("o"), T0 + 1),
+        correction(CorrectionKind::Merge, &a, &r.fp, Some("b"), T0 + 2),
+        correction(CorrectionKind::Release, &a, &r.fp, None, T0 + 3),
+    ] {
+        let out = r.correct(&corr);
+        assert!(matches!(out, Outcome::Decided { .. }), "{corr:?} refused");
+        outputs.push(out.record().to_vec());
+    }
+    (r, outputs)
+}
+
+fn next_articles() -> Vec<Vec<u8>> {
+    let (b, a, _) = false_pair();
+    let m_text = report("北湖镇", 1, 8) + &report("北湖镇", 60, 14);
+    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    [a, m, b]
+        .iter()
+        .enumerate()
+        .map(|(n, raw)| {
+            let mut v: Value = serde_json::from_slice(raw).unwrap();
+            v["id"] = json!(format!("next-{n}"));
+            v.to_string().into_bytes()
+        })
+        .collect()
+}
+
+#[test]
+fn a_rebuild_from_the_output_records_equals_the_corrected_index_in_any_read_order() {
+    let ids = ["a", "b", "c", "o", "m"];
+    let (_, outputs) = corrected_history();
+    let is_dup = |rec: &Vec<u8>| {
+        serde_json::from_slice::<Value>(rec).unwrap()["dedup"]["decision"] == "duplicate"
+    };
+    let uniques: Vec<_> = outputs.iter().filter(|r| !is_dup(r)).cloned().collect();
+    let dups: Vec<_> = outputs.iter().filter(|r| is_dup(r)).cloned().collect();
+    // In decision order, and each topic read wholly before the other.
+    for order in [
+        outputs.clone(),
+        [uniques.clone(), dups.clone()].concat(),
+        [dups.clone(), uniques.clone()].concat(),
+    ] {
+        let (mut live, _) = corrected_history();
+        let expected = state(live.deduper.store(), &ids);
+        assert!(expected[0].contains("Release"), "{expected:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let mut rebuilt =
+            RocksIndex::open(dir.path(), live.fp.identity(), &IndexConfig::default()).unwrap();
+        for rec in &order {
+            let restored = restore::restore(rec, &live.fp, &RULES, NOW, None, true)
+                .unwrap()
+                .unwrap();
+            rebuilt.apply_restored(Some(&restored), None).unwrap();
+        }
+        assert_eq!(state(&rebuilt, &ids), expected);
+        let v = rebuilt.verify().unwrap();
+        assert!(v.problems.is_empty(), "{:?}", v.problems);
+        // And decides the next articles as the live index does.
+        let mut twin = Deduper::with_config(rebuilt, DedupConfig::default());
+        for raw in next_articles() {
+            let linked = |d: &mut Deduper<RocksIndex>| {
+                let prepared = pipeline::prepare(&raw, &live.fp, &RULES);
+                match pipeline::decide(d, prepared, None, NOW).unwrap() {
+                    Outcome::Decided { decision, .. } => {
+                        linked_to(&decision.verdict).map(str::to_owned)
+                    }
+                    Outcome::Invalid { error, .. } => panic!("{error}"),
+                }
+            };
+            assert_eq!(linked(&mut twin), linked(&mut live.deduper));
+        }
+    }
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_command_line_writes_corrections_and_batch_applies_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (b, a, c) = false_pair();
+    let input = d.join("in.jsonl");
+    std::fs::write(
+        &input,
+        [&b, &a, &c]
+            .iter()
+            .map(|r| String::from_utf8(r.to_vec()).unwrap() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = d.join("out.jsonl");
+    let index = d.join("index");
+    let batch = |input: &Path, corrections: Option<&Path>, output: &Path| {
+        let mut cmd = bin();
+        cmd.args(["batch", "--quiet", "--input"])
+            .arg(input)
+            .arg("--output")
+            .arg(output)
+            .arg("--index-dir")
+            .arg(&index);
+        if let Some(c) = corrections {
+            cmd.arg("--corrections").arg(c);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    batch(&input, None, &out);
+    assert_eq!(lines(&out)[1]["dedup"]["match"]["id"], "b");
+    let corrections = d.join("corrections.jsonl");
+    let correct = |args: &[&str]| {
+        bin()
+            .args(["correct"])
+            .args(args)
+            .arg("--records")
+            .arg(&out)
+            .arg("--write")
+            .arg(&corrections)
+            .output()
+            .unwrap()
+    };
+    let ok = correct(&[
+        "release",
+        "--id",
+        "a",
+        "--by",
+        "ed",
+        "--reason",
+        "two reports",
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let said: Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert_eq!(said["outcome"], "written");
+    // Refused before anything is written: a unique article, a merge into a duplicate.
+    for (args, why) in [
+        (vec!["release", "--id", "b"], "is unique"),
+        (
+            vec!["merge", "--id", "c", "--into", "a"],
+            "itself a duplicate of \"b\"",
+        ),
+        (vec!["release", "--id", "zz"], "not in the index"),
+    ] {
+        let refused = correct(&args);
+        assert_eq!(refused.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains(why),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&corrections)
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    let lines_of_corrections = std::fs::read_to_string(&corrections).unwrap();
+    let corr_line: Value = serde_json::from_str(lines_of_corrections.trim()).unwrap();
+    assert!(crate::cli_batch::schema_violations(
+        "correction.schema.json",
+        &[corr_line.to_string()]
+    )
+    .is_empty());
+    // Applied by batch: one output line, the released record; twice: the same line again.
+    let empty = d.join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let applied = d.join("applied.jsonl");
+    let summary = batch(&empty, Some(&corrections), &applied);
+    assert!(
+        summary.contains(r#""corrections":{"release":1}"#),
+        "{summary}"
+    );
+    let rec = lines(&applied);
+    assert_eq!(rec.len(), 1);
+    assert_eq!(rec[0]["dedup"]["correction"]["by"], "ed");
+    assert!(
+        crate::cli_batch::schema_violations("output.schema.json", &[rec[0].to_string()]).is_empty()
+    );
+    let again = d.join("again.jsonl");
+    batch(&empty, Some(&corrections), &again);
+    assert_eq!(
+        std::fs::read(&again).unwrap(),
+        std::fs::read(&applied).unwrap()
+    );
+    // A copy of A now links to A.
+    let copy = d.join("copy.jsonl");
+    let mut v: Value = serde_json::from_slice(&a).unwrap();
+    v["id"] = json!("copy-a");
+    std::fs::write(&copy, v.to_string() + "\n").unwrap();
+    let copied = d.join("copied.jsonl");
+    batch(&copy, None, &copied);
+    assert_eq!(lines(&copied)[0]["dedup"]["match"]["id"], "a");
+}
