@@ -7,6 +7,7 @@
 mod common;
 
 mod audit;
+mod corrections;
 mod kafka_chaos;
 mod kafka_hardening;
 mod kafka_retention;

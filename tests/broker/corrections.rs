@@ -1,0 +1,418 @@
+//! Editors' corrections through a real broker (Tansu): `newsdedup correct` produces to
+//! `articles.corrections`, `run` applies them with its single writer and publishes the corrected
+//! records, and every copy of the index agrees afterwards: the live one, a standby promoted to
+//! `run`, and an `index rebuild` from the output topics.
+
+use crate::common;
+
+use common::kafka::{produce, start_command, start_service, Broker, Input, Reader};
+use common::stream::write_jsonl;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const OUTPUTS: [(&str, i32); 3] = [
+    ("articles.unique", 1),
+    ("articles.duplicate", 1),
+    ("articles.dlq", 1),
+];
+
+/// A report of `n` sentences on `topic`, numbered from `from`.
+fn report(topic: &str, from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| {
+            format!(
+                "{topic}第{i}项工作中，相关部门组织专家开展第{i}轮现场核查，对发现的{}个问题逐一整改并公开结果。",
+                i * 7 % 13 + 2
+            )
+        })
+        .collect()
+}
+
+fn input(id: &str, content: &str, published: &str) -> Input {
+    Input {
+        key: Some(id.to_owned()),
+        value: json!({"id": id, "title": "", "content": content, "published_at": published})
+            .to_string()
+            .into_bytes(),
+        bad: None,
+        id: Some(id.to_owned()),
+    }
+}
+
+/// B; A, B with its last quarter rewritten (the engine links it to B); C unrelated; O; M, O
+/// plus as much new text again (the engine misses it).
+fn first_articles() -> Vec<Input> {
+    vec![
+        input("b", &report("河东区", 1, 20), "2025-10-01T08:00:00Z"),
+        input(
+            "a",
+            &(report("河东区", 1, 15) + &report("河西区", 40, 5)),
+            "2025-10-01T09:00:00Z",
+        ),
+        input("c", &report("南山县", 100, 20), "2025-10-01T07:00:00Z"),
+        input("o", &report("北湖镇", 1, 8), "2025-10-01T08:00:00Z"),
+        input(
+            "m",
+            &(report("北湖镇", 1, 8) + &report("北湖镇", 60, 14)),
+            "2025-10-01T10:00:00Z",
+        ),
+    ]
+}
+
+/// Copies of A, M and B under new ids (`tag`), then corpus articles: 100 records in all.
+fn next_articles(tag: &str) -> Vec<Input> {
+    let first = first_articles();
+    let copy = |i: usize, name: &str| {
+        let mut v: Value = serde_json::from_slice(&first[i].value).unwrap();
+        let id = format!("{name}-{tag}");
+        v["id"] = json!(id);
+        Input {
+            key: Some(id.clone()),
+            value: v.to_string().into_bytes(),
+            bad: None,
+            id: Some(id),
+        }
+    };
+    let mut out = vec![copy(1, "copy-a"), copy(4, "copy-m"), copy(0, "copy-b")];
+    let (corpus, _) = common::stream::corpus_inputs(0, 120, tag);
+    out.extend(corpus.into_iter().take(100 - out.len()));
+    out
+}
+
+fn newsdedup(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_newsdedup"))
+        .args(args)
+        .output()
+        .expect("newsdedup")
+}
+
+fn correct(b: &str, args: &[&str]) -> Output {
+    let mut all = vec!["correct"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--brokers", b, "--wait", "60", "--quiet"]);
+    newsdedup(&all)
+}
+
+/// The (decision, match id) of each id in `records`, every output of an id agreeing.
+fn decisions<'a>(
+    records: impl IntoIterator<Item = &'a Value>,
+) -> BTreeMap<String, (String, String)> {
+    let mut out = BTreeMap::new();
+    for v in records {
+        let Some(id) = v["id"].as_str() else { continue };
+        let d = &v["dedup"];
+        out.insert(
+            id.to_owned(),
+            (
+                d["decision"].as_str().unwrap_or("").to_owned(),
+                d["match"]["id"].as_str().unwrap_or("").to_owned(),
+            ),
+        );
+    }
+    out
+}
+
+fn latest<'a>(reader: &'a Reader, id: &str) -> Option<&'a common::kafka::Output> {
+    reader
+        .got
+        .iter()
+        .filter(|o| o.topic != "articles.dlq" && o.key.as_deref() == Some(id))
+        .last()
+}
+
+fn wait_until(what: &str, log: &dyn Fn() -> String, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "{what}: {}",
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `batch` of `inputs` on a copy of `index` (read only by the copy): the decisions per id.
+fn batch_on_copy(
+    dir: &Path,
+    index: &Path,
+    inputs: &[Input],
+    name: &str,
+) -> BTreeMap<String, (String, String)> {
+    let copy = dir.join(format!("{name}-copy"));
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(index)
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    let _ = std::fs::remove_file(copy.join("LOCK"));
+    let path = dir.join(format!("{name}-next.jsonl"));
+    write_jsonl(&path, inputs);
+    let out = common::run_batch(&path, &dir.join(format!("{name}-next.out")), &copy);
+    decisions(out.iter())
+}
+
+#[test]
+fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agrees() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let broker = Broker::start(d);
+    broker.create_service_topics(2);
+    broker.create_topics(&["articles.corrections:1"]);
+    let b = broker.bootstrap.as_str();
+    let active_index = d.join("active");
+    let standby_index = d.join("standby");
+    let mut svc = start_service(b, &active_index, &d.join("run.log"), &[]);
+    let mut standby = start_command("standby", b, &standby_index, &d.join("standby.log"), &[]);
+    standby.wait_http();
+    svc.wait_http();
+
+    let first = first_articles();
+    produce(b, "articles.raw", &first, Some(0));
+    let mut reader = Reader::new(b, &OUTPUTS);
+    reader.wait_outputs(5, Duration::from_secs(120), &|| svc.log());
+    let before = decisions(
+        reader
+            .got
+            .iter()
+            .map(|o| o.json())
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    assert_eq!(before["a"], ("duplicate".into(), "b".into()), "the setup");
+    assert_eq!(before["m"].0, "unique", "the setup");
+
+    // Refused by the command, with the reason, before anything is produced.
+    for (args, why) in [
+        (vec!["release", "--id", "b"], "is unique"),
+        (vec!["release", "--id", "nobody"], "not in the index"),
+        (vec!["merge", "--id", "c", "--into", "c"], "into itself"),
+        (vec!["merge", "--id", "c", "--into", "o"], "published later"),
+        (
+            vec!["merge", "--id", "c", "--into", "a"],
+            "itself a duplicate of \"b\"",
+        ),
+        (
+            vec!["merge", "--id", "a", "--into", "c"],
+            "already a duplicate",
+        ),
+    ] {
+        let out = correct(b, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+
+    // Release A, merge M into O: each applied and published before the command returns.
+    let release = correct(
+        b,
+        &[
+            "release",
+            "--id",
+            "a",
+            "--by",
+            "ed",
+            "--reason",
+            "two reports",
+        ],
+    );
+    assert!(
+        release.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&release.stderr),
+        svc.log()
+    );
+    let said: Value = serde_json::from_slice(&release.stdout).expect("report");
+    assert_eq!(said["outcome"], "applied", "{said}");
+    let merge = correct(b, &["merge", "--id", "m", "--into", "o", "--by", "ed"]);
+    assert!(
+        merge.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merge.stderr)
+    );
+    reader.poll_for(Duration::from_millis(500));
+    let a_now = latest(&reader, "a").expect("a").json();
+    assert_eq!(a_now["dedup"]["decision"], "unique");
+    assert_eq!(a_now["dedup"]["correction"]["previous"]["match"]["id"], "b");
+    assert_eq!(a_now["dedup"]["correction"]["by"], "ed");
+    let m_now = latest(&reader, "m").expect("m");
+    assert_eq!(m_now.topic, "articles.duplicate");
+    assert_eq!(m_now.json()["dedup"]["match"]["id"], "o");
+    assert_eq!(m_now.json()["dedup"]["match"]["rule"], "editor");
+
+    // Straight to the topic: a correction the index refuses, a record that is not one, and the
+    // release of A once more (applying it again changes nothing and publishes the same record).
+    let b_out = latest(&reader, "b").expect("b").json();
+    let refused = json!({
+        "kind": "release", "id": "b", "at": "2026-01-01T00:00:00Z",
+        "fingerprint": b_out["dedup"]["fingerprint"],
+        "article": String::from_utf8(first[0].value.clone()).unwrap(),
+    });
+    let corrections_records: Vec<Vec<u8>> = {
+        let mut r = Reader::new(b, &[("articles.corrections", 1)]);
+        r.wait_outputs(2, Duration::from_secs(30), &|| svc.log());
+        r.got.iter().map(|o| o.value.clone()).collect()
+    };
+    let raw = |key: &str, value: Vec<u8>| Input {
+        key: Some(key.to_owned()),
+        value,
+        bad: None,
+        id: None,
+    };
+    let a_released = a_now.clone();
+    produce(
+        b,
+        "articles.corrections",
+        &[
+            raw("b", refused.to_string().into_bytes()),
+            raw("x", b"{not a correction".to_vec()),
+            raw("a", corrections_records[0].clone()),
+        ],
+        Some(0),
+    );
+    wait_until("the refusals in the DLQ and A again", &|| svc.log(), || {
+        reader.poll_for(Duration::from_millis(100));
+        let dlq = reader
+            .got
+            .iter()
+            .filter(|o| o.topic == "articles.dlq")
+            .count();
+        let a_outputs = reader
+            .got
+            .iter()
+            .filter(|o| o.key.as_deref() == Some("a"))
+            .count();
+        dlq >= 2 && a_outputs >= 3
+    });
+    let dlq: Vec<_> = reader
+        .got
+        .iter()
+        .filter(|o| o.topic == "articles.dlq")
+        .collect();
+    let reasons: Vec<&str> = dlq
+        .iter()
+        .map(|o| o.headers["newsdedup.error.reason"].as_str())
+        .collect();
+    assert!(reasons.contains(&"refused_correction"), "{reasons:?}");
+    assert!(reasons.contains(&"bad_correction"), "{reasons:?}");
+    let refusal = dlq
+        .iter()
+        .find(|o| o.headers["newsdedup.error.reason"] == "refused_correction")
+        .unwrap();
+    assert!(
+        refusal.headers["newsdedup.error.message"].contains("is unique"),
+        "{:?}",
+        refusal.headers
+    );
+    assert_eq!(
+        latest(&reader, "a").unwrap().json(),
+        a_released,
+        "applied twice"
+    );
+    // Committed once applied and published: all five correction records.
+    wait_until("the corrections offsets committed", &|| svc.log(), || {
+        common::kafka::committed(b, "newsdedup.corrections", "articles.corrections", 1)
+            .get(&0)
+            .copied()
+            == Some(5)
+    });
+    let metrics = svc.http("/metrics").expect("/metrics").1;
+    assert_eq!(
+        common::kafka::metric(&metrics, "newsdedup_corrections_total{kind=\"merge\"}"),
+        1.0
+    );
+    assert_eq!(
+        common::kafka::metric(&metrics, "newsdedup_corrections_total{kind=\"release\"}"),
+        2.0
+    );
+
+    // Copies now link as the editor said: A's copy to A, M's to O (through M).
+    let copies = next_articles("live");
+    produce(b, "articles.raw", &copies[..2], Some(1));
+    wait_until("the copies decided", &|| svc.log(), || {
+        reader.poll_for(Duration::from_millis(100));
+        latest(&reader, "copy-a-live").is_some() && latest(&reader, "copy-m-live").is_some()
+    });
+    let copy_a = latest(&reader, "copy-a-live").unwrap().json();
+    assert_eq!(copy_a["dedup"]["match"]["id"], "a", "{copy_a}");
+    let copy_m = latest(&reader, "copy-m-live").unwrap().json();
+    assert_eq!(copy_m["dedup"]["match"]["id"], "o", "{copy_m}");
+    assert_eq!(copy_m["dedup"]["match"]["via"], "m", "{copy_m}");
+
+    // The live index stops; the standby has read every output record.
+    let (status, _) = svc.terminate(Duration::from_secs(30));
+    assert!(status.success(), "run: {}", svc.log());
+    let published = reader
+        .got
+        .iter()
+        .filter(|o| o.topic != "articles.dlq")
+        .count();
+    wait_until("the standby caught up", &|| standby.log(), || {
+        standby
+            .http("/metrics")
+            .map(|(_, body)| common::kafka::metric(&body, "newsdedup_standby_records_total"))
+            .unwrap_or(0.0)
+            >= published as f64
+    });
+    let (status, _) = standby.terminate(Duration::from_secs(30));
+    assert!(status.success(), "standby: {}", standby.log());
+
+    // An index rebuilt from the topics passes `index verify`, and it, the live index and the
+    // standby decide the next 100 records alike.
+    let rebuilt = d.join("rebuilt");
+    let out = newsdedup(&[
+        "index",
+        "rebuild",
+        "--brokers",
+        b,
+        "--quiet",
+        "--index-dir",
+        rebuilt.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verify = newsdedup(&["index", "verify", "--index-dir", rebuilt.to_str().unwrap()]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    let next = next_articles("next");
+    let live = batch_on_copy(d, &active_index, &next, "live");
+    assert_eq!(live["copy-a-next"].1, "a");
+    assert_eq!(live["copy-m-next"].1, "o");
+    assert_eq!(live["copy-b-next"].1, "b");
+    assert_eq!(batch_on_copy(d, &rebuilt, &next, "rebuilt"), live);
+    assert_eq!(batch_on_copy(d, &standby_index, &next, "standby"), live);
+
+    // The standby promoted to `run` decides them as the live one would have.
+    let mut promoted = start_service(b, &standby_index, &d.join("promoted.log"), &[]);
+    let mut reader = Reader::new(b, &OUTPUTS);
+    produce(b, "articles.raw", &next, Some(0));
+    wait_until(
+        "the promoted standby decided the next records",
+        &|| promoted.log(),
+        || {
+            reader.poll_for(Duration::from_millis(100));
+            next.iter()
+                .all(|i| latest(&reader, i.id.as_deref().unwrap()).is_some())
+        },
+    );
+    let got = decisions(
+        next.iter()
+            .map(|i| latest(&reader, i.id.as_deref().unwrap()).unwrap().json())
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    assert_eq!(got, live);
+    let (status, _) = promoted.terminate(Duration::from_secs(30));
+    assert!(status.success(), "promoted: {}", promoted.log());
+}
