@@ -119,8 +119,8 @@ fn latest<'a>(reader: &'a Reader, id: &str) -> Option<&'a common::kafka::Output>
     reader
         .got
         .iter()
-        .filter(|o| o.topic != "articles.dlq" && o.key.as_deref() == Some(id))
-        .last()
+        .rev()
+        .find(|o| o.topic != "articles.dlq" && o.key.as_deref() == Some(id))
 }
 
 fn wait_until(what: &str, log: &dyn Fn() -> String, mut done: impl FnMut() -> bool) {
