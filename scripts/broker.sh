@@ -44,7 +44,7 @@
 # Example (the topics the service uses):
 #   B=$(scripts/broker.sh start | tail -n1)
 #   scripts/broker.sh create-topics --bootstrap "$B" \
-#       articles.raw:4 articles.unique:1 articles.duplicate:1 articles.dlq:1
+#       articles.raw:4 articles.unique:1 articles.duplicate:1 articles.dlq:1 articles.corrections:1
 #   ...
 #   scripts/broker.sh stop
 # Parallel test runs: give each its own --state-dir (and let it pick its own port); every

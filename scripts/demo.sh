@@ -146,7 +146,7 @@ BROKERS="$(bash scripts/broker.sh start --state-dir "$BROKER_STATE" | tail -n1)"
 # `newsdedup batch` would use (with several, a repost and its original may be decided in either
 # order, and whichever comes first is the unique one).
 bash scripts/broker.sh create-topics --state-dir "$BROKER_STATE" \
-    articles.raw:1 articles.unique:1 articles.duplicate:1 articles.dlq:1
+    articles.raw:1 articles.unique:1 articles.duplicate:1 articles.dlq:1 articles.corrections:1
 
 # ------------------------------------------------------------------------- the service
 
