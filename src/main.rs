@@ -238,6 +238,10 @@ struct CorrectArgs {
     /// produce it. Not applied in time: exit status 3 (it is applied when the service reads it).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     wait: u64,
+    /// Retention window of the service's index, e.g. 30d [default: [index] retention]: an article
+    /// older than it is refused (it no longer matches anything).
+    #[arg(long, value_name = "SPAN")]
+    retention: Option<TimeSpan>,
     /// Read the article's current decision from this `batch` output file instead of the topics.
     #[arg(long, value_name = "FILE")]
     records: Option<PathBuf>,
@@ -758,7 +762,7 @@ fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
         reason: a.reason.clone(),
     };
     let rules = correct::Rules {
-        retention: components.index.retention,
+        retention: a.retention.or(components.index.retention),
         published_at_offset: components.published_at_offset,
         max_record_bytes: DEFAULT_MAX_ARTICLE_BYTES + newsdedup::output::MAX_DEDUP_MEMBER_BYTES,
         progress: !a.quiet,
