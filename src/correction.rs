@@ -20,10 +20,10 @@ use crate::index::{
 use crate::simhash::Fingerprint;
 use serde::{Deserialize, Serialize};
 
-/// Longest `by` accepted, in bytes.
-pub const MAX_BY_BYTES: usize = 256;
-/// Longest `reason` accepted, in bytes.
-pub const MAX_REASON_BYTES: usize = 4096;
+/// The limits on `by` and `reason`, in bytes (kept with the stored correction).
+pub use crate::index::{
+    MAX_CORRECTION_BY_BYTES as MAX_BY_BYTES, MAX_CORRECTION_REASON_BYTES as MAX_REASON_BYTES,
+};
 
 /// One correction, as the `correct` command writes it (schema: `schemas/correction.schema.json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

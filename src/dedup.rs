@@ -387,8 +387,8 @@ pub struct Decision {
     /// An older version of a stored id (published before it) that arrived after it: decided and
     /// remembered, but the stored version stays the one that matches.
     pub superseded: bool,
-    /// The editor's correction that made this decision (a correction applied, or the stored
-    /// decision of a corrected article replayed).
+    /// Set when this is an editor's correction applied: who made it, when, why, and the
+    /// decision it replaced.
     pub correction: Option<CorrectionNote>,
 }
 
@@ -674,7 +674,9 @@ impl<S: ArticleStore> Deduper<S> {
             event_ms: stored.event_ms,
             event_time_clamped: stored.event_time_clamped,
             superseded: stored.superseded,
-            correction: stored.correction,
+            // The correction's own record said who corrected it and why; a replay only repeats
+            // the decision (so its output is bounded like any other).
+            correction: None,
         }
     }
 }

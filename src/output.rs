@@ -11,11 +11,20 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 
-/// Largest `dedup` member, as JSON text: the match's id (at most 512 bytes), url and title (at
-/// most `dedup::MAX_MATCH_TEXT_BYTES` each), each of which JSON escaping can grow up to 6 times
-/// (`\u0001`), plus the fixed members.
+/// Largest `dedup` member of a decision, as JSON text: the match's id and `via` (at most 512
+/// bytes each), url and title (at most `dedup::MAX_MATCH_TEXT_BYTES` each), each of which JSON
+/// escaping can grow up to 6 times (`\u0001`), plus the fixed members.
 pub const MAX_DEDUP_MEMBER_BYTES: usize =
-    6 * (crate::article::MAX_ID_BYTES + 2 * crate::dedup::MAX_MATCH_TEXT_BYTES) + 1024;
+    6 * (2 * crate::article::MAX_ID_BYTES + 2 * crate::dedup::MAX_MATCH_TEXT_BYTES) + 1024;
+
+/// How much longer the `dedup` member of a correction's own record can be: the `correction`
+/// member (`by`, `reason` and the previous match, escaped, plus the fixed members).
+pub const MAX_CORRECTION_MEMBER_BYTES: usize = 6
+    * (crate::index::MAX_CORRECTION_BY_BYTES
+        + crate::index::MAX_CORRECTION_REASON_BYTES
+        + 2 * crate::article::MAX_ID_BYTES
+        + 2 * crate::dedup::MAX_MATCH_TEXT_BYTES)
+    + 1024;
 
 /// The `dedup` member of an output record, defined once: [`dedup_member`] writes it, `restore`
 /// and the audit read it back with the same type, so writer and readers cannot drift apart.

@@ -169,8 +169,10 @@ pub fn restore(
             correction,
         },
         searchable: decision == StoredDecision::Unique
-            || (decision == StoredDecision::Duplicate
-                && matches!(&member.correction, Some(c) if c.kind == CorrectionKind::Merge)),
+            || member
+                .matched
+                .as_ref()
+                .is_some_and(|m| m.rule == Some(crate::index::MatchRule::Editor)),
         pair,
     }))
 }

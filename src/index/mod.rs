@@ -203,13 +203,14 @@ impl StoredArticle {
         self.decision == StoredDecision::Unique || self.merged()
     }
 
-    /// An editor merged this article into its match.
+    /// An editor merged this article into its match (only a merge makes the rule `editor`, so
+    /// any record of it says so, also one without the correction member).
     pub fn merged(&self) -> bool {
         self.decision == StoredDecision::Duplicate
             && self
-                .correction
+                .matched
                 .as_ref()
-                .is_some_and(|c| c.kind == CorrectionKind::Merge)
+                .is_some_and(|m| m.rule == Some(MatchRule::Editor))
     }
 
     /// When the latest correction of this article was made (Unix ms; i64::MIN: never corrected).
@@ -235,7 +236,6 @@ impl StoredArticle {
             event_ms: self.event_ms,
             event_time_clamped: self.event_time_clamped,
             superseded: false,
-            correction: self.correction.clone(),
         }
     }
 
@@ -281,8 +281,6 @@ pub struct EarlierVersion {
     /// This version arrived after a newer one (it was published before it) and never replaced it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub correction: Option<CorrectionNote>,
 }
 
 /// The two corrections an editor can make (`newsdedup correct`).
@@ -305,6 +303,11 @@ impl CorrectionKind {
         }
     }
 }
+
+/// Longest `by` of a correction, in bytes.
+pub const MAX_CORRECTION_BY_BYTES: usize = 256;
+/// Longest `reason` of a correction, in bytes.
+pub const MAX_CORRECTION_REASON_BYTES: usize = 4096;
 
 /// An editor's correction as the index keeps it with the corrected article (and the output
 /// writes it as `dedup.correction`).

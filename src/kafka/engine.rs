@@ -93,7 +93,10 @@ impl LocalPreparer {
             Prepared::Correction {
                 correction,
                 open_record,
-            } => Some((correction.id.as_str(), open_record.len())),
+            } => Some((
+                correction.id.as_str(),
+                open_record.len() + crate::output::MAX_CORRECTION_MEMBER_BYTES,
+            )),
             Prepared::Invalid(_) => None,
         };
         if let Some((id, open_len)) = bounded {

@@ -183,7 +183,7 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
     );
     let v = r.verdict(&revised);
     assert_ne!(linked_to(&v), Some("b"), "{v:?}");
-    // A re-delivered A gets the released decision, with the correction.
+    // A re-delivered A gets the released decision (its record repeats the decision only).
     let mut again = rig(None);
     again.verdict(&b);
     again.verdict(&a);
@@ -192,7 +192,7 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
         Outcome::Decided { decision, .. } => {
             assert!(decision.replayed);
             assert_eq!(decision.verdict, Verdict::Unique);
-            assert!(decision.correction.is_some());
+            assert!(decision.correction.is_none());
         }
         Outcome::Invalid { error, .. } => panic!("{error}"),
     }
