@@ -2,7 +2,8 @@
 //! (the JSONL reader here, the Kafka reader at the edge):
 //!
 //! 1. [`Collector`]: every decided record in scope (a `batch` output file, or the records of the
-//!    duplicate and unique topics in the time range). Counts, and a small summary per duplicate.
+//!    duplicate and unique topics in the time range). Counts, a small summary per duplicate, and
+//!    the editors' corrections made in scope.
 //! 2. [`Originals`]: where the originals may be (the same file, or the whole unique topic). Only
 //!    unique records whose id a duplicate names are kept, as a location and a few fields.
 //! 3. [`Plan`]: which pairs the report shows (suspicious ones first, then a seeded sample); the
@@ -12,6 +13,7 @@
 //! stream: only the shown pairs' records are read in full.
 
 use super::record::{self, BadRecord, Decided, Decision};
+use crate::index::{CorrectionKind, MatchRule};
 use crate::time::parse_time;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
@@ -95,7 +97,8 @@ pub struct Counts {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
-    /// The decision's containment is below `--low-containment`: the texts share little.
+    /// The decision's containment is below `--low-containment`: the texts share little. Not
+    /// for a merge (`rule: editor`): the editor linked the pair, whatever the texts share.
     LowContainment,
     /// The matched original's `published_at` is later than the duplicate's.
     PublishedLater,
@@ -176,6 +179,56 @@ pub(crate) struct Dup {
     pub distance: u32,
     pub containment: Option<f64>,
     pub relation: Option<Box<str>>,
+    pub rule: Option<MatchRule>,
+    /// When this decision's own correction (a merge) was made: a release of the id made before
+    /// it no longer applies.
+    pub corrected_ms: Option<i64>,
+}
+
+/// A correction made in scope: a record with `dedup.correction`, counted once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CorrectionRow {
+    /// When the editor made it, as recorded (RFC 3339).
+    pub at: String,
+    /// `at` parsed (None: not a time; such rows sort first).
+    pub at_ms: Option<i64>,
+    pub kind: CorrectionKind,
+    /// The article corrected.
+    pub id: String,
+    /// A merge's original (the corrected record's match).
+    pub into: Option<String>,
+    /// The decision before the correction (`unique` or `duplicate`) and its match, if any (for
+    /// a release: the article it no longer repeats).
+    pub previous_decision: String,
+    pub previous_match: Option<String>,
+    pub by: Option<String>,
+    pub reason: Option<String>,
+    /// Where the first record of it is.
+    pub location: String,
+}
+
+impl CorrectionRow {
+    fn new(rec: &Decided, c: &record::Correction, loc: &Location) -> CorrectionRow {
+        // Bounded like the `correct` command bounds them: records are input, not trusted.
+        let bounded = |v: &Option<std::borrow::Cow<'_, str>>, chars: usize| {
+            v.as_deref().map(|s| clip(s, chars).into_string())
+        };
+        CorrectionRow {
+            at: clip(&c.at, SUMMARY_TITLE_CHARS).into_string(),
+            at_ms: parse_time(&c.at),
+            kind: c.kind,
+            id: rec.id.to_string(),
+            into: match (&c.kind, &rec.decision) {
+                (CorrectionKind::Merge, Decision::Duplicate(m)) => Some(m.id.to_string()),
+                _ => None,
+            },
+            previous_decision: clip(&c.previous.decision, SUMMARY_TITLE_CHARS).into_string(),
+            previous_match: c.previous.matched.as_ref().map(|m| m.id.to_string()),
+            by: bounded(&c.by, crate::correction::MAX_BY_BYTES),
+            reason: bounded(&c.reason, crate::correction::MAX_REASON_BYTES),
+            location: loc.to_string(),
+        }
+    }
 }
 
 /// What is kept of a candidate original.
@@ -221,6 +274,8 @@ pub(crate) struct Scope {
     pub unique_untimed: u64,
     /// Whether the times are record timestamps (else `published_at`).
     pub record_timestamps: bool,
+    /// Corrections made in scope, in the order read.
+    pub corrections: Vec<CorrectionRow>,
 }
 
 impl Scope {
@@ -239,6 +294,8 @@ pub struct Collector {
     /// id hash -> index in `scope.dups`.
     dup_index: FxHashMap<u64, usize>,
     unique_seen: FxHashSet<u64>,
+    /// (id, at) of the corrections read: replays of a corrected article repeat its correction.
+    corrections_seen: FxHashSet<(Box<str>, Box<str>)>,
 }
 
 fn text<'a>(v: &'a Option<std::borrow::Cow<'_, str>>) -> &'a str {
@@ -256,6 +313,7 @@ impl Collector {
             scope: Scope::default(),
             dup_index: FxHashMap::default(),
             unique_seen: FxHashSet::default(),
+            corrections_seen: FxHashSet::default(),
         }
     }
 
@@ -279,6 +337,15 @@ impl Collector {
         let published_ms = rec.published_at.as_deref().and_then(parse_time);
         let time_ms = timestamp_ms.or(published_ms);
         let key = xxh3_64(rec.id.as_bytes());
+        // Before the decision: a repeat of the record is skipped below, its correction here.
+        if let Some(c) = &rec.correction {
+            if self
+                .corrections_seen
+                .insert((rec.id.as_ref().into(), c.at.as_ref().into()))
+            {
+                scope.corrections.push(CorrectionRow::new(&rec, c, &loc));
+            }
+        }
         match &rec.decision {
             Decision::Invalid => scope.counts.invalid += 1,
             Decision::Unique => {
@@ -312,6 +379,8 @@ impl Collector {
                     distance: m.distance,
                     containment: m.containment,
                     relation: m.relation.map(|r| r.as_str().into()),
+                    rule: m.rule,
+                    corrected_ms: rec.correction.as_ref().and_then(|c| parse_time(&c.at)),
                 };
                 // A repeat keeps the latest record (a revision's decision replaces the old one).
                 match self.dup_index.get(&key) {
@@ -419,7 +488,10 @@ impl Originals {
                     .cloned()
             });
             let mut r = Reasons::default();
-            if d.containment.is_some_and(|c| c < opts.low_containment) {
+            // An editor's merge is right by definition, however little the texts share.
+            if d.rule != Some(MatchRule::Editor)
+                && d.containment.is_some_and(|c| c < opts.low_containment)
+            {
                 r.insert(Reason::LowContainment);
             }
             match &orig {
@@ -669,5 +741,46 @@ mod tests {
         );
         // The duplicate's last record and its original are read again.
         assert_eq!(p.locations(), vec![line(1), line(5)]);
+    }
+
+    #[test]
+    fn merges_are_not_low_containment_and_corrections_count_once() {
+        let dup = |id: &str, rule: &str, correction: serde_json::Value| {
+            serde_json::json!({"id": id, "content": "c", "published_at": "2024-03-02",
+                "dedup": {"decision": "duplicate", "fingerprint": "0000000000000000",
+                          "match": {"id": "a", "fingerprint": "00000000000000aa", "distance": 9,
+                                    "containment": 0.2, "rule": rule},
+                          "correction": correction}})
+            .to_string()
+            .into_bytes()
+        };
+        let merge = serde_json::json!({"kind": "merge", "by": "ed", "reason": "same story",
+            "at": "2024-03-03T00:00:00Z", "previous": {"decision": "unique"}});
+        let records = vec![
+            unique("a", "aa", "2024-03-01"),
+            dup("merged", "editor", merge.clone()),
+            dup("merged", "editor", merge),
+            dup("low", "simhash", serde_json::Value::Null),
+        ];
+        let (p, _) = plan(&records, AuditOptions::default());
+        let reasons: Vec<(&str, bool)> = p
+            .scope
+            .dups
+            .iter()
+            .zip(&p.reasons)
+            .map(|(d, r)| (d.id.as_ref(), r.contains(Reason::LowContainment)))
+            .collect();
+        assert_eq!(reasons, vec![("merged", false), ("low", true)]);
+        let c = &p.scope.corrections;
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(
+            (
+                c[0].kind,
+                c[0].id.as_str(),
+                c[0].into.as_deref(),
+                c[0].location.as_str()
+            ),
+            (CorrectionKind::Merge, "merged", Some("a"), "line 2")
+        );
     }
 }

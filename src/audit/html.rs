@@ -68,6 +68,10 @@ mark { background: var(--mark); color: inherit; padding: 0 1px; border-radius: 2
 .notes { font-size: 13px; color: var(--warn); margin: 8px 0 0; padding-left: 18px; }
 .more { color: var(--muted); font-style: italic; }
 .muted { color: var(--muted); }
+.commands-label { font-size: 13px; margin: 10px 0 2px; }
+pre.commands { margin: 0; padding: 6px 10px; background: var(--bg); border: 1px solid var(--line);
+  border-radius: 6px; font-size: 13px; white-space: pre-wrap; overflow-wrap: anywhere; }
+table.corrections td.reason { overflow-wrap: anywhere; max-width: 420px; }
 @media (max-width: 820px) { .sides { grid-template-columns: 1fr; } }
 "#;
 
@@ -142,6 +146,7 @@ pub fn render(r: &Report) -> String {
     sources(&mut h, r);
     over_time(&mut h, r);
     suspicious(&mut h, r);
+    corrections(&mut h, r);
     pairs(&mut h, r);
     h.push_str("</main>\n</body>\n</html>\n");
     h
@@ -203,8 +208,9 @@ fn header(h: &mut String, r: &Report) {
     );
     let _ = write!(
         h,
-        "<nav><a href=\"#totals\">Totals</a><a href=\"#distributions\">Distance and containment</a><a href=\"#sources\">Sources</a><a href=\"#time\">Over time</a><a href=\"#suspicious\">Suspicious ({})</a><a href=\"#pairs\">Pairs ({})</a></nav>\n</header>\n",
+        "<nav><a href=\"#totals\">Totals</a><a href=\"#distributions\">Distance and containment</a><a href=\"#sources\">Sources</a><a href=\"#time\">Over time</a><a href=\"#suspicious\">Suspicious ({})</a><a href=\"#corrections\">Corrections ({})</a><a href=\"#pairs\">Pairs ({})</a></nav>\n</header>\n",
         r.suspicious.len(),
+        r.corrections.len(),
         r.pairs.len()
     );
 }
@@ -545,6 +551,39 @@ fn suspicious(h: &mut String, r: &Report) {
     h.push_str("</section>\n");
 }
 
+fn corrections(h: &mut String, r: &Report) {
+    let _ = write!(
+        h,
+        "<section id=\"corrections\">\n<h2>Corrections ({})</h2>\n",
+        r.corrections.len()
+    );
+    if r.corrections.is_empty() {
+        h.push_str("<p class=\"muted\">None in this range.</p>\n</section>\n");
+        return;
+    }
+    h.push_str("<p class=\"muted\">Decisions editors corrected (<code>newsdedup correct</code>), by the time they were made.</p>\n<table class=\"corrections\">\n<tr><th>when</th><th>correction</th><th>article</th><th>into</th><th>was</th><th>by</th><th>reason</th></tr>\n");
+    for c in &r.corrections {
+        let was = match &c.previous_match {
+            Some(m) => format!("{} of {m}", c.previous_decision),
+            None => c.previous_decision.clone(),
+        };
+        let _ = writeln!(
+            h,
+            "<tr data-kind=\"{}\" data-id=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"reason\">{}</td></tr>",
+            c.kind.as_str(),
+            escape(&c.id),
+            escape(&c.at),
+            c.kind.as_str(),
+            escape(&c.id),
+            escape(c.into.as_deref().unwrap_or("–")),
+            escape(&was),
+            escape(c.by.as_deref().unwrap_or("–")),
+            escape(c.reason.as_deref().unwrap_or("–"))
+        );
+    }
+    h.push_str("</table>\n</section>\n");
+}
+
 fn pairs(h: &mut String, r: &Report) {
     let _ = write!(
         h,
@@ -632,6 +671,13 @@ fn pair(h: &mut String, p: &Pair, max_chars: usize) {
         p,
     );
     h.push_str("</div>\n");
+    if !p.commands.is_empty() {
+        h.push_str(
+            "<p class=\"commands-label muted\">To correct it:</p><pre class=\"commands\"><code>",
+        );
+        h.push_str(&escape(&p.commands.join("\n")));
+        h.push_str("</code></pre>\n");
+    }
     if !p.notes.is_empty() {
         h.push_str("<ul class=\"notes\">");
         for n in &p.notes {

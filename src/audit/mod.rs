@@ -23,7 +23,9 @@ pub mod record;
 pub mod report;
 pub mod svg;
 
-pub use collect::{AuditOptions, Collector, Counts, Location, Originals, Plan, Reason, SampleKind};
+pub use collect::{
+    AuditOptions, Collector, CorrectionRow, Counts, Location, Originals, Plan, Reason, SampleKind,
+};
 pub use report::{Header, Pair, Report};
 
 /// Errors of the audit.

@@ -60,7 +60,12 @@ pub struct Decided<'a> {
     pub published_at: Option<Cow<'a, str>>,
     pub fingerprint: Option<Cow<'a, str>>,
     pub decision: Decision<'a>,
+    /// `dedup.correction`: the editor's correction that made this decision.
+    pub correction: Option<Correction<'a>>,
 }
+
+/// The `correction` member of a corrected decision, as the output writes it.
+pub type Correction<'a> = crate::output::CorrectionMember<'a>;
 
 #[derive(Deserialize)]
 struct RawRecord<'a> {
@@ -104,6 +109,7 @@ pub fn parse(bytes: &[u8]) -> Result<Decided<'_>, BadRecord> {
         published_at: raw.published_at,
         fingerprint: dedup.fingerprint.map(|f| Cow::Owned(f.to_hex())),
         decision,
+        correction: dedup.correction,
     })
 }
 

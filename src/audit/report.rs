@@ -1,13 +1,16 @@
 //! The report model: totals, distributions and the shown pairs, built from a [`Plan`] whose
 //! records were read again. Rendering is elsewhere (`html`, and [`Report::write_jsonl`]).
 
-use super::collect::{AuditOptions, Counts, Location, Plan, Reason, SampleKind};
+use super::collect::{AuditOptions, CorrectionRow, Counts, Location, Plan, Reason, SampleKind};
 use super::highlight::{shared_passages, Shared};
 use super::record::Decided;
 use crate::compare::{round3, score_pair, CompareInput, PairScores};
+use crate::correction::command_line;
 use crate::dedup::DedupConfig;
 use crate::fingerprint::Fingerprinter;
+use crate::index::CorrectionKind;
 use crate::time::Bucket;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -96,10 +99,13 @@ pub struct Pair {
     pub original: Option<Side>,
     pub decision: DecisionNumbers,
     pub recomputed: Option<Recomputed>,
-    /// Why something could not be shown or recomputed.
+    /// Why something could not be shown or recomputed, or that an editor already released it.
     pub notes: Vec<String>,
     /// Shared passages of the contents (duplicate = a, original = b).
     pub shared: Option<Shared>,
+    /// The exact `newsdedup correct` commands that correct the pair, in order (none once an
+    /// editor released it).
+    pub commands: Vec<String>,
 }
 
 impl Pair {
@@ -120,6 +126,7 @@ impl Pair {
                 "ngram": s.n,
             })),
             "notes": self.notes,
+            "commands": self.commands,
         })
     }
 }
@@ -183,6 +190,8 @@ pub struct Report {
     pub by_source: Vec<SourceRow>,
     pub over_time: Option<TimeSeries>,
     pub pairs: Vec<Pair>,
+    /// Editors' corrections made in scope, each once, by time made.
+    pub corrections: Vec<CorrectionRow>,
 }
 
 impl Report {
@@ -223,6 +232,7 @@ impl Report {
             "suspicious": self.suspicious.len(),
             "originals_missing": self.originals_missing,
             "pairs": self.pairs.len(),
+            "corrections": self.corrections.len(),
         })
     }
 }
@@ -258,6 +268,18 @@ impl Plan {
             fetched,
         } = self;
         let dups = &scope.dups;
+        let mut corrections = scope.corrections.clone();
+        corrections.sort_by(|a, b| {
+            (a.at_ms, &a.at, &a.id, a.kind.as_str()).cmp(&(b.at_ms, &b.at, &b.id, b.kind.as_str()))
+        });
+        // The latest release of each id: its pair needs no command, only who released it.
+        let mut releases: FxHashMap<&str, &CorrectionRow> = FxHashMap::default();
+        for c in corrections
+            .iter()
+            .filter(|c| c.kind == CorrectionKind::Release)
+        {
+            releases.insert(&c.id, c);
+        }
         let mut shown_rank = vec![None; dups.len()];
         let mut pairs = Vec::with_capacity(shown.len());
         for (n, &(i, sample)) in shown.iter().enumerate() {
@@ -305,6 +327,34 @@ impl Plan {
                     content: String::new(),
                 },
             };
+            // A merge made after the release (this record's own correction) is what stands now.
+            let released = releases
+                .get(d.id.as_ref())
+                .filter(|c| d.corrected_ms.is_none_or(|own| c.at_ms > Some(own)));
+            let commands = match released {
+                Some(c) => {
+                    notes.push(format!(
+                        "released by {} at {}: {}",
+                        c.by.as_deref().unwrap_or("(unnamed)"),
+                        c.at,
+                        c.reason.as_deref().unwrap_or("(no reason given)")
+                    ));
+                    Vec::new()
+                }
+                None => {
+                    let mut commands = vec![command_line(CorrectionKind::Release, &d.id, None)];
+                    // The original came later: the later article is the one to merge into the
+                    // earlier (a merge into a later article is refused).
+                    if reasons[i].contains(Reason::PublishedLater) {
+                        commands.push(command_line(
+                            CorrectionKind::Merge,
+                            &d.match_id,
+                            Some(&d.id),
+                        ));
+                    }
+                    commands
+                }
+            };
             let original = orig_rec.as_ref().map(|(r, loc)| side(r, loc));
             let (mut recomputed, mut shared) = (None, None);
             if let (Some(_), Some(o)) = (&dup_rec, &original) {
@@ -329,6 +379,7 @@ impl Plan {
                 recomputed,
                 notes,
                 shared,
+                commands,
             });
         }
 
@@ -406,6 +457,7 @@ impl Plan {
             by_source,
             over_time,
             pairs,
+            corrections,
         }
     }
 }
