@@ -104,8 +104,8 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let exit = consumer::run_loop(&consumer, &mut engine, &settings.consume_params());
 
     if let Some(corrections) = corrections {
-        // Before the engine closes: the loop holds a sender of its queue.
-        corrections.join();
+        // Before the engine closes: the loop may hold a sender of its queue.
+        corrections.close();
     }
     let exit = close(Some(producer), consumer, engine, exit, runtime, Some(watch));
     match exit {

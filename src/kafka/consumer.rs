@@ -664,10 +664,12 @@ impl GroupRules {
 /// step-down deadline and the waiting bounds).
 const GROUP_RULES_EVERY: Duration = Duration::from_millis(250);
 
-fn detach(
+/// The consumed record as the engine takes it (`correction`: a record of the corrections topic).
+pub(crate) fn detach(
     msg: &rdkafka::message::BorrowedMessage<'_>,
     topic: &Arc<str>,
     epoch: u64,
+    correction: bool,
 ) -> InputMessage {
     InputMessage {
         topic: topic.clone(),
@@ -691,7 +693,7 @@ fn detach(
             })
             .unwrap_or_default(),
         received: Instant::now(),
-        correction: false,
+        correction,
     }
 }
 
@@ -945,7 +947,7 @@ fn consume(
                         .tracker
                         .lock()
                         .register_sized(msg.partition(), msg.offset(), bytes);
-                let input = detach(&msg, &topic, epoch);
+                let input = detach(&msg, &topic, epoch, false);
                 drop(msg);
                 consumed.increment(1);
                 if let Err(e) = engine.submit(input) {

@@ -15,14 +15,14 @@ use super::consumer::Shared;
 use super::record::{InputMessage, OutputKind};
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Metadata and offset requests.
@@ -46,9 +46,14 @@ pub struct CorrectionsParams {
     pub service_group: String,
 }
 
+/// The engine's queue as the loop holds it: taken away when the service stops, so that the
+/// engine can end (its queue closes once no sender is left) whatever the loop is blocked in (a
+/// request to a frozen broker).
+type Jobs = Arc<Mutex<Option<Sender<InputMessage>>>>;
+
 /// The running loop.
 pub struct Corrections {
-    thread: Option<JoinHandle<()>>,
+    jobs: Jobs,
 }
 
 impl Corrections {
@@ -60,23 +65,24 @@ impl Corrections {
         acks: Receiver<(i32, i64, OutputKind)>,
         shared: Arc<Shared>,
     ) -> Result<Corrections> {
-        let thread = std::thread::Builder::new()
+        let jobs: Jobs = Arc::new(Mutex::new(Some(jobs)));
+        let held = jobs.clone();
+        std::thread::Builder::new()
             .name("corrections".into())
             .spawn(move || {
                 let _guard = shared.engine.fail_on_panic("corrections");
-                run(&params, &jobs, &acks, &shared);
+                run(&params, &held, &acks, &shared);
             })
             .context("cannot spawn the corrections thread")?;
-        Ok(Corrections {
-            thread: Some(thread),
-        })
+        Ok(Corrections { jobs })
     }
 
-    /// Waits for the loop to end (it ends once a stop is requested or the engine failed).
-    pub fn join(mut self) {
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    /// Before the engine closes: nothing more is handed to it. The loop ends by itself once it
+    /// sees the stop (a correction not yet acknowledged is not committed, and is applied again,
+    /// changing nothing, after the restart); it is not waited for, so a request it is blocked in
+    /// cannot hold up the stop.
+    pub fn close(self) {
+        self.jobs.lock().take();
     }
 }
 
@@ -86,7 +92,7 @@ fn stopping(shared: &Shared) -> bool {
 
 fn run(
     params: &CorrectionsParams,
-    jobs: &Sender<InputMessage>,
+    jobs: &Jobs,
     acks: &Receiver<(i32, i64, OutputKind)>,
     shared: &Shared,
 ) {
@@ -127,32 +133,11 @@ fn run(
             Some(Ok(m)) => m,
         };
         let (partition, offset) = (msg.partition(), msg.offset());
-        let input = InputMessage {
-            topic: topic.clone(),
-            partition,
-            offset,
-            epoch: 0,
-            timestamp_ms: msg.timestamp().to_millis(),
-            key: msg.key().map(<[u8]>::to_vec),
-            payload: msg.payload().map(<[u8]>::to_vec),
-            headers: msg
-                .headers()
-                .map(|h| {
-                    h.iter()
-                        .map(|h| {
-                            (
-                                h.key.to_owned(),
-                                h.value.map(<[u8]>::to_vec).unwrap_or_default(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            received: Instant::now(),
-            correction: true,
-        };
+        let input = super::consumer::detach(&msg, &topic, 0, true);
         drop(msg);
-        if jobs.send(input).is_err() {
+        // The sender is cloned for this one send: `close` can take it away at any time.
+        let sender = jobs.lock().clone();
+        if sender.is_none_or(|tx| tx.send(input).is_err()) {
             return;
         }
         let Some(kind) = acknowledged(acks, shared, partition, offset) else {
@@ -241,6 +226,8 @@ fn assign(params: &CorrectionsParams) -> Result<BaseConsumer> {
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
         .set("enable.partition.eof", "false")
+        // The service's consumer statistics are its own; this reader's would only be logged.
+        .set("statistics.interval.ms", "0")
         .set("client.id", "newsdedup-corrections");
     let consumer: BaseConsumer = config
         .create()

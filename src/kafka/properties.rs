@@ -217,12 +217,24 @@ pub fn reader_properties(
     env: impl IntoIterator<Item = (String, String)>,
     flags: &[String],
 ) -> Result<BTreeMap<String, String>, PropertyError> {
+    plain_client_properties(service, brokers, env, flags, &PRODUCER_ONLY)
+}
+
+/// The user's properties (layered as for `run`) but those in `other_kind` (the properties of the
+/// other kind of client), then `bootstrap.servers`.
+fn plain_client_properties(
+    service: &ServiceConfig,
+    brokers: &str,
+    env: impl IntoIterator<Item = (String, String)>,
+    flags: &[String],
+    other_kind: &[&str],
+) -> Result<BTreeMap<String, String>, PropertyError> {
     if brokers.trim().is_empty() {
         return Err(invalid("--brokers must not be empty"));
     }
     let mut properties: BTreeMap<String, String> = user_properties(&service.kafka, env, flags)?
         .into_iter()
-        .filter(|(k, _)| !PRODUCER_ONLY.contains(&k.as_str()))
+        .filter(|(k, _)| !other_kind.contains(&k.as_str()))
         .collect();
     properties.insert("bootstrap.servers".into(), brokers.to_owned());
     Ok(properties)
@@ -237,14 +249,7 @@ pub fn writer_properties(
     env: impl IntoIterator<Item = (String, String)>,
     flags: &[String],
 ) -> Result<BTreeMap<String, String>, PropertyError> {
-    if brokers.trim().is_empty() {
-        return Err(invalid("--brokers must not be empty"));
-    }
-    let mut properties: BTreeMap<String, String> = user_properties(&service.kafka, env, flags)?
-        .into_iter()
-        .filter(|(k, _)| !CONSUMER_ONLY.contains(&k.as_str()))
-        .collect();
-    properties.insert("bootstrap.servers".into(), brokers.to_owned());
+    let mut properties = plain_client_properties(service, brokers, env, flags, &CONSUMER_ONLY)?;
     properties.insert("acks".into(), "all".into());
     properties.insert("enable.idempotence".into(), "true".into());
     Ok(properties)

@@ -19,18 +19,6 @@ const OUTPUTS: [(&str, i32); 3] = [
     ("articles.dlq", 1),
 ];
 
-/// A report of `n` sentences on `topic`, numbered from `from`.
-fn report(topic: &str, from: usize, n: usize) -> String {
-    (from..from + n)
-        .map(|i| {
-            format!(
-                "{topic}第{i}项工作中，相关部门组织专家开展第{i}轮现场核查，对发现的{}个问题逐一整改并公开结果。",
-                i * 7 % 13 + 2
-            )
-        })
-        .collect()
-}
-
 fn input(id: &str, content: &str, published: &str) -> Input {
     Input {
         key: Some(id.to_owned()),
@@ -46,17 +34,29 @@ fn input(id: &str, content: &str, published: &str) -> Input {
 /// plus as much new text again (the engine misses it).
 fn first_articles() -> Vec<Input> {
     vec![
-        input("b", &report("河东区", 1, 20), "2025-10-01T08:00:00Z"),
+        input(
+            "b",
+            &common::numbered_report("河东区", 1, 20),
+            "2025-10-01T08:00:00Z",
+        ),
         input(
             "a",
-            &(report("河东区", 1, 15) + &report("河西区", 40, 5)),
+            &(common::numbered_report("河东区", 1, 15) + &common::numbered_report("河西区", 40, 5)),
             "2025-10-01T09:00:00Z",
         ),
-        input("c", &report("南山县", 100, 20), "2025-10-01T07:00:00Z"),
-        input("o", &report("北湖镇", 1, 8), "2025-10-01T08:00:00Z"),
+        input(
+            "c",
+            &common::numbered_report("南山县", 100, 20),
+            "2025-10-01T07:00:00Z",
+        ),
+        input(
+            "o",
+            &common::numbered_report("北湖镇", 1, 8),
+            "2025-10-01T08:00:00Z",
+        ),
         input(
             "m",
-            &(report("北湖镇", 1, 8) + &report("北湖镇", 60, 14)),
+            &(common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14)),
             "2025-10-01T10:00:00Z",
         ),
     ]

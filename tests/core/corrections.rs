@@ -3,6 +3,7 @@
 //! output records (read in any interleaving of the two topics) that equals the corrected one.
 //! The command line end to end (`correct --records/--write`, `batch --corrections`) too.
 
+use crate::common;
 use newsdedup::article::{InvalidReason, ReadRules};
 use newsdedup::config::{DedupConfig, FingerprintConfig, IndexConfig};
 use newsdedup::correction::{Correction, Refusal};
@@ -20,18 +21,6 @@ const RULES: ReadRules = ReadRules {
     max_bytes: 1 << 20,
     published_at_offset: UtcOffset::UTC,
 };
-
-/// A report of ~20 sentences on `topic`, the sentences numbered from `from`.
-fn report(topic: &str, from: usize, n: usize) -> String {
-    (from..from + n)
-        .map(|i| {
-            format!(
-                "{topic}第{i}项工作中，相关部门组织专家开展第{i}轮现场核查，对发现的{}个问题逐一整改并公开结果。",
-                i * 7 % 13 + 2
-            )
-        })
-        .collect()
-}
 
 fn article(id: &str, content: &str, published: &str) -> Vec<u8> {
     json!({"id": id, "title": "", "content": content, "published_at": published})
@@ -118,10 +107,19 @@ const NOW: u64 = 1_770_000_000_000;
 
 /// B, then A: B with its last quarter rewritten (the engine links A to B), and an unrelated C.
 fn false_pair() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    let b = article("b", &report("河东区", 1, 20), "2025-10-01T08:00:00Z");
-    let a_text = report("河东区", 1, 15) + &report("河西区", 40, 5);
+    let b = article(
+        "b",
+        &common::numbered_report("河东区", 1, 20),
+        "2025-10-01T08:00:00Z",
+    );
+    let a_text =
+        common::numbered_report("河东区", 1, 15) + &common::numbered_report("河西区", 40, 5);
     let a = article("a", &a_text, "2025-10-01T09:00:00Z");
-    let c = article("c", &report("南山县", 100, 20), "2025-10-01T07:00:00Z");
+    let c = article(
+        "c",
+        &common::numbered_report("南山县", 100, 20),
+        "2025-10-01T07:00:00Z",
+    );
     (b, a, c)
 }
 
@@ -161,7 +159,11 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
     assert_eq!(r.deduper.store().separated("b"), vec!["a".to_owned()]);
 
     // A copy of A: A's, though B is as near in simhash.
-    let copy_a = article("copy-a", &report("河东区", 1, 15), "2025-10-02T08:00:00Z");
+    let copy_a = article(
+        "copy-a",
+        &common::numbered_report("河东区", 1, 15),
+        "2025-10-02T08:00:00Z",
+    );
     let mut copy_a: Value = serde_json::from_slice(&copy_a).unwrap();
     copy_a["content"] = json!(serde_json::from_slice::<Value>(&a).unwrap()["content"]);
     assert_eq!(
@@ -178,7 +180,7 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
     // A revision of A never links to B (the pair is kept apart in both directions).
     let revised = article(
         "a",
-        &(report("河东区", 1, 15) + &report("河西区", 40, 4)),
+        &(common::numbered_report("河东区", 1, 15) + &common::numbered_report("河西区", 40, 4)),
         "2025-10-01T09:00:00Z",
     );
     let v = r.verdict(&revised);
@@ -201,9 +203,14 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
 #[test]
 fn a_merged_article_is_a_duplicate_of_the_original_and_its_copies_link_to_the_original() {
     let mut r = rig(None);
-    let o = article("o", &report("北湖镇", 1, 8), "2025-10-01T08:00:00Z");
+    let o = article(
+        "o",
+        &common::numbered_report("北湖镇", 1, 8),
+        "2025-10-01T08:00:00Z",
+    );
     // An update with as much new text again: the engine misses it.
-    let m_text = report("北湖镇", 1, 8) + &report("北湖镇", 60, 14);
+    let m_text =
+        common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14);
     let m = article("m", &m_text, "2025-10-01T10:00:00Z");
     assert_eq!(linked_to(&r.verdict(&o)), None);
     assert_eq!(linked_to(&r.verdict(&m)), None, "the setup: M is missed");
@@ -258,7 +265,11 @@ fn refusal_of(r: &mut Rig, c: &Correction) -> String {
 fn every_refusal_says_why_and_changes_nothing() {
     let mut r = rig(Some("30d".parse().unwrap()));
     let (b, a, c) = false_pair();
-    let late = article("late", &report("西岭乡", 200, 20), "2025-10-05T08:00:00Z");
+    let late = article(
+        "late",
+        &common::numbered_report("西岭乡", 200, 20),
+        "2025-10-05T08:00:00Z",
+    );
     for raw in [&b, &a, &c, &late] {
         r.verdict(raw);
     }
@@ -318,7 +329,11 @@ fn every_refusal_says_why_and_changes_nothing() {
     );
     assert!(message.contains("later correction"), "{message}");
     // Outside the retention window: an article 60 days older than the newest.
-    let old = article("old", &report("旧城区", 300, 20), "2025-08-01T08:00:00Z");
+    let old = article(
+        "old",
+        &common::numbered_report("旧城区", 300, 20),
+        "2025-08-01T08:00:00Z",
+    );
     r.verdict(&old);
     let message = refusal_of(
         &mut r,
@@ -377,8 +392,13 @@ fn state(index: &RocksIndex, ids: &[&str]) -> Vec<String> {
 fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
     let mut r = rig(None);
     let (b, a, c) = false_pair();
-    let o = article("o", &report("北湖镇", 1, 8), "2025-10-01T08:00:00Z");
-    let m_text = report("北湖镇", 1, 8) + &report("北湖镇", 60, 14);
+    let o = article(
+        "o",
+        &common::numbered_report("北湖镇", 1, 8),
+        "2025-10-01T08:00:00Z",
+    );
+    let m_text =
+        common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14);
     let m = article("m", &m_text, "2025-10-01T10:00:00Z");
     let mut outputs: Vec<Vec<u8>> = Vec::new();
     for raw in [&b, &a, &c, &o, &m] {
@@ -399,7 +419,8 @@ fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
 
 fn next_articles() -> Vec<Vec<u8>> {
     let (b, a, _) = false_pair();
-    let m_text = report("北湖镇", 1, 8) + &report("北湖镇", 60, 14);
+    let m_text =
+        common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14);
     let m = article("m", &m_text, "2025-10-01T10:00:00Z");
     [a, m, b]
         .iter()
