@@ -175,7 +175,10 @@ pub fn client_properties(
         ("client.id", "newsdedup"),
         ("auto.offset.reset", "earliest"),
         ("enable.partition.eof", "false"),
-        ("fetch.wait.max.ms", "100"),
+        // How long the broker may hold a fetch when no record is waiting. Apache Kafka answers
+        // as soon as a record arrives whatever this is; a broker that holds every fetch for it
+        // (Tansu) adds it to every article's latency. An idle service sends ~100 fetches/s.
+        ("fetch.wait.max.ms", "10"),
         ("statistics.interval.ms", "5000"),
         // librdkafka's prefetch queue (64 MiB per partition by default) is memory outside
         // max_in_flight_bytes: keep it small, the pipeline holds the rest.
