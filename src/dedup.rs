@@ -561,9 +561,6 @@ impl<S: ArticleStore> Deduper<S> {
         let mut best: Option<Accepted> = None;
         let mut rivals: Vec<String> = Vec::new();
         for c in &self.scratch {
-            if best.is_some() && !rivals.contains(&c.id) {
-                continue;
-            }
             let original = match fetched.iter().position(|(seq, _)| *seq == c.seq) {
                 Some(i) => Some(fetched.swap_remove(i).1),
                 None => self.store.get(&c.id)?,
@@ -571,6 +568,13 @@ impl<S: ArticleStore> Deduper<S> {
             let Some(original) = original.filter(|o| o.event_ms >= oldest_matched) else {
                 continue;
             };
+            // The article a match with this candidate would name (a merged one's original).
+            let merged_into = original.resolves_to().map(str::to_owned);
+            let target = merged_into.as_deref().unwrap_or(&c.id);
+            let is = |ids: &[String]| ids.iter().any(|id| id == target);
+            if is(&separated) || (best.is_some() && !is(&rivals)) {
+                continue;
+            }
             let sim = match (input.sketch, original.sketch.as_ref()) {
                 (Some(a), Some(b)) => Some(a.similarity_discounting(b, common)),
                 _ => None,
@@ -587,7 +591,7 @@ impl<S: ArticleStore> Deduper<S> {
             };
             match &best {
                 None => {
-                    rivals = self.store.separated(&c.id);
+                    rivals = self.store.separated(target);
                     best = Some(accepted);
                     if rivals.is_empty() {
                         break;

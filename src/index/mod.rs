@@ -213,6 +213,15 @@ impl StoredArticle {
                 .is_some_and(|m| m.rule == Some(MatchRule::Editor))
     }
 
+    /// The article a match with this one names instead of it: for a merged article, its
+    /// original.
+    pub fn resolves_to(&self) -> Option<&str> {
+        self.matched
+            .as_ref()
+            .filter(|_| self.merged())
+            .map(|m| m.id.as_str())
+    }
+
     /// When the latest correction of this article was made (Unix ms; i64::MIN: never corrected).
     pub fn corrected_at(&self) -> i64 {
         self.correction.as_ref().map_or(i64::MIN, |c| c.at_ms)

@@ -251,6 +251,43 @@ fn a_merged_article_is_a_duplicate_of_the_original_and_its_copies_link_to_the_or
     assert_eq!(again, record);
 }
 
+#[test]
+fn a_pair_kept_apart_is_kept_apart_through_a_merged_article_too() {
+    let mut r = rig(None);
+    let o_text = common::numbered_report("北湖镇", 1, 8);
+    let m_text = o_text.clone() + &common::numbered_report("北湖镇", 60, 14);
+    let o = article("o", &o_text, "2025-10-01T08:00:00Z");
+    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    r.verdict(&o);
+    r.verdict(&m);
+    r.correct(&correction(CorrectionKind::Merge, &m, &r.fp, Some("o"), T0));
+    // A repeats M, so it links to O through M; an editor releases it.
+    let a_text = m_text.clone() + &common::numbered_report("北湖镇", 90, 1);
+    let a = article("a", &a_text, "2025-10-01T11:00:00Z");
+    match r.verdict(&a) {
+        Verdict::Duplicate(matched) => {
+            assert_eq!(matched.id, "o");
+            assert_eq!(matched.via.as_deref(), Some("m"));
+        }
+        Verdict::Unique => panic!("the setup: A links to O through M"),
+    }
+    r.correct(&correction(
+        CorrectionKind::Release,
+        &a,
+        &r.fp,
+        None,
+        T0 + 1,
+    ));
+    // A revision of A is kept apart from O, also through M.
+    let revised = article(
+        "a",
+        &(m_text + &common::numbered_report("北湖镇", 91, 1)),
+        "2025-10-01T11:00:00Z",
+    );
+    let v = r.verdict(&revised);
+    assert_ne!(linked_to(&v), Some("o"), "{v:?}");
+}
+
 fn refusal_of(r: &mut Rig, c: &Correction) -> String {
     match r.correct(c) {
         Outcome::Invalid { error, .. } => {
