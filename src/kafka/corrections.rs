@@ -228,6 +228,9 @@ fn assign(params: &CorrectionsParams) -> Result<BaseConsumer> {
         .set("enable.partition.eof", "false")
         // The service's consumer statistics are its own; this reader's would only be logged.
         .set("statistics.interval.ms", "0")
+        // Corrections are rare and a few hundred ms do not matter: an idle topic is asked twice
+        // a second, not at the input's pace.
+        .set("fetch.wait.max.ms", "500")
         .set("client.id", "newsdedup-corrections");
     let consumer: BaseConsumer = config
         .create()
