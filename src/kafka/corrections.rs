@@ -97,12 +97,22 @@ fn run(
     shared: &Shared,
 ) {
     let mut logged_missing = false;
-    let consumer = loop {
+    // One client for the whole run: a retry asks again on its open connection.
+    let consumer = match create(params) {
+        Ok(c) => c,
+        Err(e) => {
+            shared
+                .engine
+                .fail(format!("cannot read corrections: {e:#}; stopped deciding"));
+            return;
+        }
+    };
+    loop {
         if stopping(shared) {
             return;
         }
-        match assign(params) {
-            Ok(c) => break c,
+        match assign(&consumer, params) {
+            Ok(()) => break,
             Err(e) => {
                 if !logged_missing {
                     tracing::warn!(
@@ -114,7 +124,7 @@ fn run(
                 sleep_unless_stopped(shared, RETRY);
             }
         }
-    };
+    }
     if logged_missing {
         tracing::info!("reading corrections from {}", params.topic);
     }
@@ -213,9 +223,8 @@ fn sleep_unless_stopped(shared: &Shared, total: Duration) {
     }
 }
 
-/// A consumer assigned every partition of the corrections topic at the group's committed
-/// offsets (a partition without one from its beginning: no correction is ever skipped).
-fn assign(params: &CorrectionsParams) -> Result<BaseConsumer> {
+/// The reader of the corrections topic, committing under [`group_id`].
+fn create(params: &CorrectionsParams) -> Result<BaseConsumer> {
     let mut config = ClientConfig::new();
     for (k, v) in &params.properties {
         config.set(k, v);
@@ -232,10 +241,15 @@ fn assign(params: &CorrectionsParams) -> Result<BaseConsumer> {
         // a second, not at the input's pace.
         .set("fetch.wait.max.ms", "500")
         .set("client.id", "newsdedup-corrections");
-    let consumer: BaseConsumer = config
+    config
         .create()
-        .context("cannot create the corrections consumer")?;
-    let partitions = super::topic_partitions_within(&consumer, &params.topic, REQUEST_TIMEOUT)?;
+        .context("cannot create the corrections consumer")
+}
+
+/// Assigns every partition of the corrections topic at the group's committed offsets (a
+/// partition without one from its beginning: no correction is ever skipped).
+fn assign(consumer: &BaseConsumer, params: &CorrectionsParams) -> Result<()> {
+    let partitions = super::topic_partitions_within(consumer, &params.topic, REQUEST_TIMEOUT)?;
     let mut tpl = TopicPartitionList::new();
     for p in &partitions {
         tpl.add_partition(&params.topic, *p);
@@ -261,6 +275,5 @@ fn assign(params: &CorrectionsParams) -> Result<BaseConsumer> {
     }
     consumer
         .assign(&start)
-        .with_context(|| format!("cannot assign the partitions of {}", params.topic))?;
-    Ok(consumer)
+        .with_context(|| format!("cannot assign the partitions of {}", params.topic))
 }
