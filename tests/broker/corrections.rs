@@ -30,36 +30,12 @@ fn input(id: &str, content: &str, published: &str) -> Input {
     }
 }
 
-/// B; A, B with its last quarter rewritten (the engine links it to B); C unrelated; O; M, O
-/// plus as much new text again (the engine misses it).
+/// The five articles of `common::correction_articles`.
 fn first_articles() -> Vec<Input> {
-    vec![
-        input(
-            "b",
-            &common::numbered_report("河东区", 1, 20),
-            "2025-10-01T08:00:00Z",
-        ),
-        input(
-            "a",
-            &(common::numbered_report("河东区", 1, 15) + &common::numbered_report("河西区", 40, 5)),
-            "2025-10-01T09:00:00Z",
-        ),
-        input(
-            "c",
-            &common::numbered_report("南山县", 100, 20),
-            "2025-10-01T07:00:00Z",
-        ),
-        input(
-            "o",
-            &common::numbered_report("北湖镇", 1, 8),
-            "2025-10-01T08:00:00Z",
-        ),
-        input(
-            "m",
-            &(common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14)),
-            "2025-10-01T10:00:00Z",
-        ),
-    ]
+    common::correction_articles()
+        .iter()
+        .map(|(id, content, published)| input(id, content, published))
+        .collect()
 }
 
 /// Copies of A, M and B under new ids (`tag`), then corpus articles: 100 records in all.

@@ -232,3 +232,33 @@ pub fn numbered_report(topic: &str, from: usize, n: usize) -> String {
         })
         .collect()
 }
+
+/// The articles the correction tests start from, as (id, content, published_at), in decision
+/// order: B; A, B with its last quarter rewritten (the engine links it to B, an editor releases
+/// it); C, unrelated and published first; O; M, O plus as much new text again (the engine misses
+/// it, an editor merges it into O).
+pub fn correction_articles() -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        (
+            "b",
+            numbered_report("河东区", 1, 20),
+            "2025-10-01T08:00:00Z",
+        ),
+        (
+            "a",
+            numbered_report("河东区", 1, 15) + &numbered_report("河西区", 40, 5),
+            "2025-10-01T09:00:00Z",
+        ),
+        (
+            "c",
+            numbered_report("南山县", 100, 20),
+            "2025-10-01T07:00:00Z",
+        ),
+        ("o", numbered_report("北湖镇", 1, 8), "2025-10-01T08:00:00Z"),
+        (
+            "m",
+            numbered_report("北湖镇", 1, 8) + &numbered_report("北湖镇", 60, 14),
+            "2025-10-01T10:00:00Z",
+        ),
+    ]
+}

@@ -105,22 +105,28 @@ const T0: i64 = 1_760_000_000_000;
 /// When the articles are decided (after every `published_at` above, so none is clamped).
 const NOW: u64 = 1_770_000_000_000;
 
-/// B, then A: B with its last quarter rewritten (the engine links A to B), and an unrelated C.
+/// The articles of `common::correction_articles`, by id.
+fn story(id: &str) -> Vec<u8> {
+    let (_, content, published) = common::correction_articles()
+        .into_iter()
+        .find(|(i, _, _)| *i == id)
+        .expect("a story article");
+    article(id, &content, published)
+}
+
+/// B, then A (B with its last quarter rewritten: the engine links A to B), and an unrelated C.
 fn false_pair() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
-    let b = article(
-        "b",
-        &common::numbered_report("河东区", 1, 20),
-        "2025-10-01T08:00:00Z",
-    );
-    let a_text =
-        common::numbered_report("河东区", 1, 15) + &common::numbered_report("河西区", 40, 5);
-    let a = article("a", &a_text, "2025-10-01T09:00:00Z");
-    let c = article(
-        "c",
-        &common::numbered_report("南山县", 100, 20),
-        "2025-10-01T07:00:00Z",
-    );
-    (b, a, c)
+    (story("b"), story("a"), story("c"))
+}
+
+/// O, then M (O plus as much new text again: the engine misses it), and M's text.
+fn missed_update() -> (Vec<u8>, Vec<u8>, String) {
+    let m = story("m");
+    let text = serde_json::from_slice::<Value>(&m).unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    (story("o"), m, text)
 }
 
 #[test]
@@ -203,15 +209,8 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
 #[test]
 fn a_merged_article_is_a_duplicate_of_the_original_and_its_copies_link_to_the_original() {
     let mut r = rig(None);
-    let o = article(
-        "o",
-        &common::numbered_report("北湖镇", 1, 8),
-        "2025-10-01T08:00:00Z",
-    );
     // An update with as much new text again: the engine misses it.
-    let m_text =
-        common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14);
-    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    let (o, m, m_text) = missed_update();
     assert_eq!(linked_to(&r.verdict(&o)), None);
     assert_eq!(linked_to(&r.verdict(&m)), None, "the setup: M is missed");
     let merge = correction(CorrectionKind::Merge, &m, &r.fp, Some("o"), T0);
@@ -254,10 +253,7 @@ fn a_merged_article_is_a_duplicate_of_the_original_and_its_copies_link_to_the_or
 #[test]
 fn a_pair_kept_apart_is_kept_apart_through_a_merged_article_too() {
     let mut r = rig(None);
-    let o_text = common::numbered_report("北湖镇", 1, 8);
-    let m_text = o_text.clone() + &common::numbered_report("北湖镇", 60, 14);
-    let o = article("o", &o_text, "2025-10-01T08:00:00Z");
-    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    let (o, m, m_text) = missed_update();
     r.verdict(&o);
     r.verdict(&m);
     r.correct(&correction(CorrectionKind::Merge, &m, &r.fp, Some("o"), T0));
@@ -429,14 +425,7 @@ fn state(index: &RocksIndex, ids: &[&str]) -> Vec<String> {
 fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
     let mut r = rig(None);
     let (b, a, c) = false_pair();
-    let o = article(
-        "o",
-        &common::numbered_report("北湖镇", 1, 8),
-        "2025-10-01T08:00:00Z",
-    );
-    let m_text =
-        common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14);
-    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    let (o, m, _) = missed_update();
     let mut outputs: Vec<Vec<u8>> = Vec::new();
     for raw in [&b, &a, &c, &o, &m] {
         outputs.push(r.decide(raw).record().to_vec());
@@ -456,9 +445,7 @@ fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
 
 fn next_articles() -> Vec<Vec<u8>> {
     let (b, a, _) = false_pair();
-    let m_text =
-        common::numbered_report("北湖镇", 1, 8) + &common::numbered_report("北湖镇", 60, 14);
-    let m = article("m", &m_text, "2025-10-01T10:00:00Z");
+    let (_, m, _) = missed_update();
     [a, m, b]
         .iter()
         .enumerate()
