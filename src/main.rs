@@ -225,13 +225,16 @@ struct CorrectArgs {
     /// articles.corrections]
     #[arg(long, env = "NEWSDEDUP_CORRECTIONS_TOPIC", value_name = "TOPIC")]
     corrections_topic: Option<String>,
+    /// Topic of the unique articles, where decisions are looked up and a release is published
     /// [default: [service] unique_topic, articles.unique]
     #[arg(long, env = "NEWSDEDUP_UNIQUE_TOPIC", value_name = "TOPIC")]
     unique_topic: Option<String>,
+    /// Topic of the duplicates, where decisions are looked up and a merge is published
     /// [default: [service] duplicate_topic, articles.duplicate]
     #[arg(long, env = "NEWSDEDUP_DUPLICATE_TOPIC", value_name = "TOPIC")]
     duplicate_topic: Option<String>,
-    /// [default: [service] dlq_topic, articles.dlq]
+    /// Dead-letter topic, where the service puts a correction it refuses [default: [service]
+    /// dlq_topic, articles.dlq]
     #[arg(long, env = "NEWSDEDUP_DLQ_TOPIC", value_name = "TOPIC")]
     dlq_topic: Option<String>,
     /// Wait up to this many seconds for the service to apply (or refuse) the correction; 0: only
