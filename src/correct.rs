@@ -100,6 +100,9 @@ pub struct Rules {
     pub max_record_bytes: usize,
     /// Print progress to stderr while reading.
     pub progress: bool,
+    /// Read the output topics only from the records of this time on (Unix ms; None: from
+    /// their beginning).
+    pub since_ms: Option<i64>,
 }
 
 /// What became of a correction.
@@ -227,9 +230,12 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
         }
         Records::Kafka { properties, topics } => {
             let names = [topics.unique.clone(), topics.duplicate.clone()];
-            let mut follower =
-                Follower::start(properties, &names, &BTreeMap::new(), "newsdedup-correct")
-                    .context("cannot read the output topics")?;
+            let start = match rules.since_ms {
+                Some(since) => start_at(properties, &names, since)?,
+                None => BTreeMap::new(),
+            };
+            let mut follower = Follower::start(properties, &names, &start, "newsdedup-correct")
+                .context("cannot read the output topics")?;
             let started = Instant::now();
             let mut last_report = Instant::now();
             let mut read = 0u64;
@@ -252,6 +258,23 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
         }
     }
     Ok(found)
+}
+
+/// Per partition of `topics`, the first offset whose record is at or after `since` (the audit's
+/// planning, which checks a broker's answer against the records' own timestamps).
+fn start_at(
+    properties: &BTreeMap<String, String>,
+    topics: &[String],
+    since: i64,
+) -> Result<BTreeMap<(String, i32), i64>> {
+    let consumer = crate::kafka::audit_source::create(properties)?;
+    let mut start = BTreeMap::new();
+    for topic in topics {
+        for span in crate::kafka::audit_source::spans(&consumer, topic, Some(since), None)? {
+            start.insert((topic.clone(), span.partition), span.start);
+        }
+    }
+    Ok(start)
 }
 
 /// What the index would refuse, known from the records (the service checks again).
@@ -324,6 +347,15 @@ pub fn correct(
     let mut ids = vec![req.id.clone()];
     ids.extend(req.into.iter().cloned());
     let found = latest(records, &ids, rules)?;
+    if let (Some(since), Records::Kafka { .. }) = (rules.since_ms, records) {
+        if let Some(missing) = ids.iter().find(|id| !found.contains_key(*id)) {
+            bail!(
+                "no decided record of {missing:?} in the output topics since {}: give an earlier \
+                 --since, or leave it out to read the topics from their beginning",
+                format_rfc3339(since)
+            );
+        }
+    }
     if let Some(r) = refusal(req, &found, rules) {
         return Ok((None, Outcome::Refused(r)));
     }

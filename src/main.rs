@@ -245,6 +245,11 @@ struct CorrectArgs {
     /// older than it is refused (it no longer matches anything).
     #[arg(long, value_name = "SPAN")]
     retention: Option<TimeSpan>,
+    /// Look for the articles' decisions only in output records of TIME or later (2024-03-01,
+    /// RFC 3339, Unix seconds or ms) instead of reading the topics from their beginning: quicker
+    /// on long topics; the original of a merge must be decided by then too.
+    #[arg(long, value_name = "TIME")]
+    since: Option<String>,
     /// Read the article's current decision from this `batch` output file instead of the topics.
     #[arg(long, value_name = "FILE")]
     records: Option<PathBuf>,
@@ -735,6 +740,9 @@ fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
         newsdedup::kafka::properties::reader_properties(service, &brokers, env(), &a.properties)
             .context("invalid Kafka settings for `correct`")
     };
+    if a.records.is_some() && a.since.is_some() {
+        bail!("--since bounds the reading of the output topics; --records reads a whole file");
+    }
     let records = match &a.records {
         Some(path) => correct::Records::File(path.clone()),
         None => correct::Records::Kafka {
@@ -769,6 +777,12 @@ fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
         published_at_offset: components.published_at_offset,
         max_record_bytes: DEFAULT_MAX_ARTICLE_BYTES + newsdedup::output::MAX_DEDUP_MEMBER_BYTES,
         progress: !a.quiet,
+        since_ms: a
+            .since
+            .as_deref()
+            .map(newsdedup::time::parse_time_arg)
+            .transpose()
+            .context("invalid --since")?,
     };
     let (correction, outcome) = correct::correct(&request, &records, &destination, &rules)?;
     let mut report = json!({"kind": kind.as_str(), "id": request.id});

@@ -185,6 +185,12 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
     }
 
     // Release A, merge M into O: each applied and published before the command returns.
+    // Only the records of this test's first minutes are read.
+    let since = (std::time::SystemTime::now() - Duration::from_secs(600))
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis()
+        .to_string();
     let release = correct(
         b,
         &[
@@ -195,6 +201,8 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
             "ed",
             "--reason",
             "two reports",
+            "--since",
+            &since,
         ],
     );
     assert!(
