@@ -396,8 +396,14 @@ fn decision_of(a: &StoredArticle) -> Decision {
     }
 }
 
-/// The exact command that makes a correction, for reports (shell-quoted where needed).
-pub fn command_line(kind: CorrectionKind, id: &str, into: Option<&str>) -> String {
+/// The exact command that makes a correction, for reports (shell-quoted where needed); with
+/// `since_ms`, `--since` that time (the record the command looks for is not older).
+pub fn command_line(
+    kind: CorrectionKind,
+    id: &str,
+    into: Option<&str>,
+    since_ms: Option<i64>,
+) -> String {
     let quote = |s: &str| {
         if !s.is_empty()
             && s.chars()
@@ -408,13 +414,12 @@ pub fn command_line(kind: CorrectionKind, id: &str, into: Option<&str>) -> Strin
             format!("'{}'", s.replace('\'', "'\\''"))
         }
     };
-    match into {
-        Some(into) => format!(
-            "newsdedup correct {} --id {} --into {}",
-            kind.as_str(),
-            quote(id),
-            quote(into)
-        ),
-        None => format!("newsdedup correct {} --id {}", kind.as_str(), quote(id)),
+    let mut line = format!("newsdedup correct {} --id {}", kind.as_str(), quote(id));
+    if let Some(into) = into {
+        line.push_str(&format!(" --into {}", quote(into)));
     }
+    if let Some(ms) = since_ms {
+        line.push_str(&format!(" --since {}", crate::time::format_rfc3339(ms)));
+    }
+    line
 }

@@ -342,7 +342,10 @@ impl Plan {
                     Vec::new()
                 }
                 None => {
-                    let mut commands = vec![command_line(CorrectionKind::Release, &d.id, None)];
+                    // Over Kafka the duplicate's record time bounds what the command must read.
+                    let since = d.time_ms.filter(|_| scope.record_timestamps);
+                    let mut commands =
+                        vec![command_line(CorrectionKind::Release, &d.id, None, since)];
                     // The original came later: the later article is the one to merge into the
                     // earlier (a merge into a later article is refused).
                     if reasons[i].contains(Reason::PublishedLater) {
@@ -350,6 +353,7 @@ impl Plan {
                             CorrectionKind::Merge,
                             &d.match_id,
                             Some(&d.id),
+                            None,
                         ));
                     }
                     commands

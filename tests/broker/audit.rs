@@ -523,6 +523,14 @@ fn audit_of_the_kafka_topics() {
             p["recomputed"]["distance"], p["decision"]["distance"],
             "{p}"
         );
+        // The command that releases it reads the topics from the duplicate's record on.
+        // (An id with shell characters is quoted.)
+        let release = p["commands"][0].as_str().unwrap_or_default();
+        assert!(
+            release.starts_with("newsdedup correct release --id ")
+                && release.contains(" --since 20"),
+            "{p}"
+        );
     }
     assert!(
         html.contains("record timestamp"),
