@@ -186,7 +186,7 @@ fn decided_of(rec: &SourceRecord, ids: &[String], rules: &Rules) -> Option<(Stri
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// Keeps the later of two decided records of one id.
@@ -493,16 +493,9 @@ struct Watcher {
 
 impl Watcher {
     fn at_end(properties: &BTreeMap<String, String>, topics: &[String]) -> Result<Watcher> {
-        let mut config = ClientConfig::new();
-        for (k, v) in properties {
-            config.set(k, v);
-        }
-        config
-            .set("client.id", "newsdedup-correct")
-            .set("group.id", "newsdedup-correct")
-            .set("enable.auto.commit", "false")
-            .set("enable.partition.eof", "false");
-        let consumer: BaseConsumer = config.create().context("cannot create a Kafka reader")?;
+        // The audit's reader: never a member of a group, never a commit (an end-of-partition
+        // event is an error to `outcome`, which skips it).
+        let consumer = crate::kafka::audit_source::create(properties)?;
         let mut tpl = TopicPartitionList::new();
         for topic in topics {
             let partitions =
