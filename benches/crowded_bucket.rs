@@ -101,6 +101,7 @@ fn main() {
                         title: None,
                         fingerprint: fp,
                         sketch: None,
+                        off_title_text: None,
                     },
                     0,
                 )

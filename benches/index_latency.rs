@@ -188,6 +188,7 @@ fn query_phase(
                     title: Some("查询"),
                     fingerprint: fp,
                     sketch: Some(&sketch),
+                    off_title_text: None,
                 },
                 0,
             )

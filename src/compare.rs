@@ -3,6 +3,7 @@
 
 use crate::dedup::DedupConfig;
 use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
+use crate::headline::ChromeCheck;
 use crate::index::MatchRule;
 use crate::sketch::{BinMask, Similarity, Sketch};
 use serde_json::{json, Value};
@@ -58,7 +59,8 @@ pub fn compare(
     let (id_a, id_b) = (&a.id, &b.id);
     let crowded = crowded_bands(&fa.sketch);
     let common = rule.template_bins(crowded);
-    let scores = pair_scores_discounting(&fa, &fb, rule, common);
+    let chrome = chrome_check(&a.title, &fa, &b.title);
+    let scores = pair_scores_discounting(&fa, &fb, rule, common, chrome);
     let PairScores {
         distance,
         similarity: sim,
@@ -115,10 +117,18 @@ pub fn compare(
         "verdict": if scores.duplicate { "duplicate" } else { "distinct" },
         "match_rule": scores.rule.filter(|_| scores.duplicate).map(|r| r.as_str()),
         "relation": scores.relation.as_str(),
-        "why": if scores.found {
-            rule.explain(distance, Some(sim))
-        } else {
+        "page_chrome": chrome.map(|c| json!({
+            "a_title_in_text": round3(c.a_title_in_text),
+            "b_title_in_text": round3(c.b_title_in_text),
+            "titles_agree": round3(c.titles_agree),
+            "is_chrome": c.is_chrome(),
+        })),
+        "why": if !scores.found {
             "none: the index would not see B as a candidate of A (no shared simhash block or sketch band)".to_owned()
+        } else if scores.chrome_refused {
+            format!("none: page chrome: {}", chrome.map(|c| c.explain()).unwrap_or_default())
+        } else {
+            rule.explain(distance, Some(sim))
         },
         "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
@@ -154,19 +164,36 @@ pub struct PairScores {
     pub shares_band: bool,
     /// The index would see one as a candidate of the other (a shared block or band).
     pub found: bool,
-    /// The verdict by the rule: found, and accepted by `DedupConfig::accepts`.
+    /// The verdict by the rule: found, accepted by `DedupConfig::judge` and not refused as
+    /// page chrome.
     pub duplicate: bool,
     /// The rule that accepts the pair (`DedupConfig::judge`: a rule fired and the relation counts
-    /// as a duplicate), found by the index or not.
+    /// as a duplicate), found by the index or not, unless the page-chrome check refuses it.
     pub rule: Option<MatchRule>,
+    /// A rule accepted the pair but the page-chrome check refused it
+    /// (`DedupConfig::chrome_refuses`).
+    pub chrome_refused: bool,
     /// What kind of repeat A is of B (`DedupConfig::relation_of`), whatever the verdict.
     pub relation: crate::index::Relation,
 }
 
+/// The page-chrome check of A (`a_title`, fingerprinted as `a`) against B's title, as the
+/// decision makes it: only when A's text is off its title.
+pub fn chrome_check(a_title: &str, a: &Fingerprinted, b_title: &str) -> Option<ChromeCheck> {
+    a.off_title_text
+        .as_deref()
+        .and_then(|text| ChromeCheck::of(a_title, b_title, text))
+}
+
 /// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
-/// (the numbers of [`compare`]).
-pub fn pair_scores(a: &Fingerprinted, b: &Fingerprinted, rule: &DedupConfig) -> PairScores {
-    pair_scores_discounting(a, b, rule, 0)
+/// (the numbers of [`compare`]); `chrome` is the pair's page-chrome check ([`chrome_check`]).
+pub fn pair_scores(
+    a: &Fingerprinted,
+    b: &Fingerprinted,
+    rule: &DedupConfig,
+    chrome: Option<ChromeCheck>,
+) -> PairScores {
+    pair_scores_discounting(a, b, rule, 0, chrome)
 }
 
 /// [`pair_scores`] with A's bins `common` left out of the second check as template text.
@@ -175,6 +202,7 @@ pub fn pair_scores_discounting(
     b: &Fingerprinted,
     rule: &DedupConfig,
     common: BinMask,
+    chrome: Option<ChromeCheck>,
 ) -> PairScores {
     let distance = a.fingerprint.distance(b.fingerprint);
     let similarity = a.sketch.similarity_discounting(&b.sketch, common);
@@ -191,7 +219,9 @@ pub fn pair_scores_discounting(
     // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
     // or, with sketch_search, a content-sketch band.
     let found = shares_block || shares_band;
-    let accepted = rule.judge(distance, Some(similarity));
+    let judged = rule.judge(distance, Some(similarity));
+    let chrome_refused = judged.is_some() && rule.chrome_refuses(chrome.as_ref());
+    let accepted = judged.filter(|_| !chrome_refused);
     PairScores {
         distance,
         similarity,
@@ -200,6 +230,7 @@ pub fn pair_scores_discounting(
         found,
         duplicate: found && accepted.is_some(),
         rule: accepted.map(|(r, _)| r),
+        chrome_refused,
         relation: rule.relation_of(Some(similarity)),
     }
 }
@@ -218,7 +249,9 @@ pub fn score_pair(
                 source,
             })
     };
-    Ok(pair_scores(&fingerprint(a)?, &fingerprint(b)?, rule))
+    let fa = fingerprint(a)?;
+    let chrome = chrome_check(&a.title, &fa, &b.title);
+    Ok(pair_scores(&fa, &fingerprint(b)?, rule, chrome))
 }
 
 /// Rounded to 0.001, for reports.

@@ -6,6 +6,7 @@
 //! in parallel; only this step is serial.
 
 use crate::error::IndexError;
+use crate::headline::ChromeCheck;
 use crate::index::{
     event_time, ArticleStore, Candidate, CorrectionNote, EarlierVersion, MatchRef, MatchRule,
     Relation, Revision, StoredArticle, StoredDecision,
@@ -81,6 +82,10 @@ pub struct DedupConfig {
     /// TEMPLATE_PAGE_BINS` of its bins or more): then nothing but the template is known to be
     /// shared, and no rule accepts the candidate.
     pub template_min_bins: u32,
+    /// Page chrome under a headline carries no decision ([`crate::headline`]): a match is
+    /// refused when the new article's text holds almost none of its own title's bigrams nor the
+    /// candidate's, and the titles disagree (a disclaimer or sign-in page under many titles).
+    pub headline_check: bool,
 }
 
 impl DedupConfig {
@@ -108,6 +113,12 @@ impl DedupConfig {
         } else {
             0
         }
+    }
+
+    /// Whether the page-chrome check refuses a pair the rules accept: `check` is the pair's
+    /// ([`ChromeCheck::of`]; None when A's text holds its title or a title is missing).
+    pub fn chrome_refuses(&self, check: Option<&ChromeCheck>) -> bool {
+        self.headline_check && check.is_some_and(ChromeCheck::is_chrome)
     }
 
     /// The template discount overrules a match: bins were left out as template text, and either
@@ -341,6 +352,7 @@ impl Default for DedupConfig {
             template_discount: true,
             template_min_containment: 0.5,
             template_min_bins: 3,
+            headline_check: true,
         }
     }
 }
@@ -354,6 +366,10 @@ pub struct DecisionInput<'a> {
     pub fingerprint: Fingerprint,
     /// Content sketch for the second check (None: simhash distance alone decides).
     pub sketch: Option<&'a Sketch>,
+    /// The cleaned content when it holds almost nothing of the title
+    /// ([`crate::fingerprint::Fingerprinted::off_title_text`]): candidates' titles are read
+    /// against it by the page-chrome check. None: the check cannot refuse.
+    pub off_title_text: Option<&'a str>,
     /// The article's `published_at` (Unix ms), when it has a readable one.
     pub published_ms: Option<i64>,
     /// The timestamp of the record that carried it (Kafka), if any.
@@ -582,6 +598,16 @@ impl<S: ArticleStore> Deduper<S> {
             let Some((rule, relation)) = self.rule.judge(c.distance, sim) else {
                 continue;
             };
+            let chrome = input.off_title_text.and_then(|text| {
+                ChromeCheck::of(
+                    input.title.unwrap_or_default(),
+                    original.title.as_deref().unwrap_or_default(),
+                    text,
+                )
+            });
+            if self.rule.chrome_refuses(chrome.as_ref()) {
+                continue;
+            }
             let accepted = Accepted {
                 candidate: c.clone(),
                 original,

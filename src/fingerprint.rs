@@ -1,6 +1,7 @@
 //! Article text -> weighted features -> 64-bit simhash, and the identity of that computation.
 
 use crate::error::ResourceError;
+use crate::headline;
 use crate::simhash::{self, Fingerprint, SimhashAccumulator};
 use crate::sketch::{self as sketch_mod, Sketch};
 use crate::text::clean::Cleaner;
@@ -289,13 +290,22 @@ impl Terms {
 }
 
 /// The result of fingerprinting one article.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprinted {
     pub fingerprint: Fingerprint,
     /// Number of distinct features that voted.
     pub features: usize,
     /// Character 4-gram sketch of the cleaned content, for the second check.
     pub sketch: Sketch,
+    /// The cleaned content, kept only when it holds almost nothing of the title
+    /// ([`headline::off_title`]: page chrome under a headline, or a text about something else):
+    /// the decision's page-chrome check reads a candidate's title against it.
+    pub off_title_text: Option<String>,
+}
+
+/// `text` when it is off `title` ([`headline::off_title`]), for [`Fingerprinted::off_title_text`].
+fn off_title_text(title: &str, text: &str) -> Option<String> {
+    headline::off_title(title, text).then(|| text.to_owned())
 }
 
 /// The article had no word left to fingerprint (only punctuation, emoji, stop words...).
@@ -603,6 +613,7 @@ impl Fingerprinter {
                 fingerprint: acc.finish(),
                 features: terms.len(),
                 sketch: Sketch::of(content),
+                off_title_text: off_title_text(title, content),
             })
         })
     }
@@ -641,6 +652,7 @@ impl Fingerprinter {
                     fingerprint: acc.finish(),
                     features: features.len(),
                     sketch: Sketch::of(&s.content),
+                    off_title_text: off_title_text(title, &s.content),
                 },
                 features,
             ))
@@ -712,6 +724,7 @@ impl Fingerprinter {
                 fingerprint: acc.finish(),
                 features: features.len(),
                 sketch: characters_sketch(&title, &content),
+                off_title_text: off_title_text(&title, &content),
             },
             features,
         ))

@@ -15,6 +15,7 @@ pub mod correction;
 pub mod dedup;
 pub mod error;
 pub mod fingerprint;
+pub mod headline;
 pub mod index;
 pub mod kafka;
 pub mod lines;

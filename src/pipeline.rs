@@ -260,6 +260,7 @@ pub fn decide<S: ArticleStore>(
                 title: (!article.title.is_empty()).then_some(article.title.as_str()),
                 fingerprint: fingerprint.fingerprint,
                 sketch: Some(&fingerprint.sketch),
+                off_title_text: fingerprint.off_title_text.as_deref(),
                 published_ms: article.published_ms,
                 record_time_ms: article.record_time_ms,
             };

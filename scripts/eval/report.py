@@ -203,7 +203,13 @@ RULES_SECTION = [
     "`compare --index-dir DIR` shows the crowded bands and the bins left out. Its limit: only unique "
     "articles enter the bands, so a template becomes known only once many *different* pages built on it "
     "are indexed; pages that are nothing but the same chrome (a portal disclaimer under different "
-    "titles) are copies of each other and never crowd a bucket.", "",
+    "titles) are copies of each other and never crowd a bucket: the page-chrome check catches those.", "",
+    "**Page chrome under a headline.** A match is refused when A's text holds less than 10% of its own "
+    "title's character bigrams and of B's title's, and the two titles share less than 20% of theirs "
+    "(`[dedup] headline_check`): the shared text is about neither headline (one portal's disclaimer, a "
+    "redirect notice or a shopping widget under many titles). Such pages are identical, so they sit in "
+    "the silver `exact` band below, which is therefore not a pure recall figure. `compare` shows the "
+    "shares (`page_chrome`).", "",
     "**Short texts.** A text that cleaning empties but that has letters or digits (a one-line alert in "
     "brackets) is fingerprinted from its character bigrams instead of being refused as `no_features`.", ""]
 

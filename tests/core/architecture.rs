@@ -139,7 +139,7 @@ fn the_check_sees_a_forbidden_import() {
 const LAYERS: &[&[&str]] = &[
     &["error", "simhash", "time", "lines", "progress"],
     &["text"],
-    &["sketch", "article"],
+    &["sketch", "article", "headline"],
     &["fingerprint"],
     // The index interface and its RocksDB implementation: storage knows no feature module.
     &["index"],

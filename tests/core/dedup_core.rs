@@ -174,6 +174,7 @@ fn decide(
             title: Some(title),
             fingerprint: f.fingerprint,
             sketch: Some(&f.sketch),
+            off_title_text: f.off_title_text.as_deref(),
         },
         1,
     )
@@ -275,6 +276,7 @@ fn concurrent_near_duplicates_never_both_unique() {
                                 title: None,
                                 fingerprint: f.fingerprint,
                                 sketch: Some(&f.sketch),
+                                off_title_text: None,
                             },
                             0,
                         )
@@ -632,18 +634,115 @@ fn template_pages_sharing_only_chrome_stay_unique() {
         let v = decide(&mut d, &fp, name, "论坛", &page(&body));
         assert_eq!(v.verdict, Verdict::Unique, "{name}: {v:?}");
     }
-    // A repost of a post under another title still is one: its own text is shared too.
-    let again = decide(
-        &mut d,
-        &fp,
-        "post7-again",
-        "转帖",
-        &page(&made_up_text(10_007, 300)),
-    );
+    // A repost of a post under another title (its first words, as a reposting site makes one)
+    // still is one: its own text is shared too.
+    let post = made_up_text(10_007, 300);
+    let title: String = post.chars().take(8).collect();
+    let again = decide(&mut d, &fp, "post7-again", &title, &page(&post));
     let Verdict::Duplicate(m) = &again.verdict else {
         panic!("the repost of post 7 came out unique: {again:?}");
     };
     assert_eq!(m.id, "post7", "{again:?}");
+}
+
+/// Page chrome under a headline carries no decision. Three pages of a portal hold only its
+/// disclaimer, under three unrelated titles: all unique (without the check, copies of the first).
+/// A fourth under a title that agrees with the first's (one item, its text lost to the portal's
+/// chrome) is a copy of it; a repost of a real report under another title is a duplicate, since
+/// its text carries the original's title. `compare` says why each pair went as it did.
+#[test]
+fn chrome_only_pages_under_unrelated_titles_stay_unique() {
+    use newsdedup::compare::{compare, CompareInput};
+    use newsdedup::dedup::DedupConfig;
+    let fp = fingerprinter();
+    let disclaimer = "本网站所刊载的信息不代表本站观点，如有侵权请联系本站删除。转载请注明出处，违者\
+        必究。本站对文中陈述、观点判断保持中立，不对所包含内容的准确性、可靠性或完整性提供任何明示或暗示的\
+        保证。请读者仅作参考，并请自行核实相关内容。";
+    let pages = [
+        ("p1", "中东盛产美女 王妃夫人各个是传奇"),
+        ("p2", "全球最佳国家排名公布"),
+        ("p3", "超惊险！蟒蛇暴起咬人全过程"),
+        ("p4", "中东盛产美女：王妃个个是传奇"),
+    ];
+    let run = |config: DedupConfig| -> Vec<(String, Option<String>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+        let mut d = Deduper::with_config(index, config);
+        let mut out = Vec::new();
+        for (id, title) in pages {
+            let v = decide(&mut d, &fp, id, title, disclaimer);
+            let m = match v.verdict {
+                Verdict::Duplicate(m) => Some(m.id),
+                Verdict::Unique => None,
+            };
+            out.push((id.to_owned(), m));
+        }
+        assert_eq!(
+            decide(&mut d, &fp, "report", "政府工作报告", STORY).verdict,
+            Verdict::Unique
+        );
+        let repost = decide(
+            &mut d,
+            &fp,
+            "repost",
+            "总理作报告：今年预期目标6%至6.5%",
+            STORY,
+        );
+        assert!(repost.is_duplicate(), "{repost:?}");
+        out
+    };
+    let matched = |v: &[(String, Option<String>)]| -> Vec<Option<String>> {
+        v.iter().map(|(_, m)| m.clone()).collect()
+    };
+    assert_eq!(
+        matched(&run(DedupConfig::default())),
+        vec![None, None, None, Some("p1".to_owned())]
+    );
+    let unchecked = DedupConfig {
+        headline_check: false,
+        ..DedupConfig::default()
+    };
+    assert_eq!(
+        matched(&run(unchecked)),
+        vec![
+            None,
+            Some("p1".to_owned()),
+            Some("p1".to_owned()),
+            Some("p1".to_owned())
+        ]
+    );
+    let input = |(id, title): (&str, &str), content: &str| CompareInput {
+        id: id.to_owned(),
+        title: title.to_owned(),
+        content: content.to_owned(),
+    };
+    let report = |a, b, content: &str| {
+        compare(
+            &fp,
+            &input(a, content),
+            &input(b, content),
+            &DedupConfig::default(),
+            3,
+            false,
+            &|_| 0,
+        )
+        .unwrap()
+    };
+    let refused = report(pages[1], pages[0], disclaimer);
+    assert_eq!(refused["verdict"], "distinct", "{refused}");
+    assert_eq!(refused["page_chrome"]["is_chrome"], true, "{refused}");
+    assert!(
+        refused["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("none: page chrome"),
+        "{refused}"
+    );
+    let agreed = report(pages[3], pages[0], disclaimer);
+    assert_eq!(agreed["verdict"], "duplicate", "{agreed}");
+    assert_eq!(agreed["page_chrome"]["is_chrome"], false, "{agreed}");
+    let story = report(("repost", "总理作报告"), ("report", "政府工作报告"), STORY);
+    assert_eq!(story["page_chrome"], serde_json::Value::Null, "{story}");
 }
 
 /// An extension (the earlier report whole plus two thirds more text of its own: an update) is a
