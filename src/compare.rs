@@ -123,13 +123,7 @@ pub fn compare(
             "titles_agree": round3(c.titles_agree),
             "is_chrome": c.is_chrome(),
         })),
-        "why": if !scores.found {
-            "none: the index would not see B as a candidate of A (no shared simhash block or sketch band)".to_owned()
-        } else if scores.chrome_refused {
-            format!("none: page chrome: {}", chrome.map(|c| c.explain()).unwrap_or_default())
-        } else {
-            rule.explain(distance, Some(sim))
-        },
+        "why": scores.why(rule),
         "rule": rule,
         "weighted_feature_overlap": round3(shared_weight / total_a.max(total_b).max(1e-9)),
         "top_shared": shared,
@@ -173,8 +167,25 @@ pub struct PairScores {
     /// A rule accepted the pair but the page-chrome check refused it
     /// (`DedupConfig::chrome_refuses`).
     pub chrome_refused: bool,
+    /// The pair's page-chrome check (None when A's text holds its title).
+    pub chrome: Option<ChromeCheck>,
     /// What kind of repeat A is of B (`DedupConfig::relation_of`), whatever the verdict.
     pub relation: crate::index::Relation,
+}
+
+impl PairScores {
+    /// Why the verdict is what it is, in one sentence (`compare`'s and the audit's `why`): not
+    /// a candidate, refused as page chrome, or the rule's own explanation
+    /// (`DedupConfig::explain`).
+    pub fn why(&self, rule: &DedupConfig) -> String {
+        match self.chrome.filter(|_| self.chrome_refused) {
+            _ if !self.found => "none: the index would not see B as a candidate of A (no shared \
+                                 simhash block or sketch band)"
+                .to_owned(),
+            Some(check) => format!("none: page chrome: {}", check.explain()),
+            None => rule.explain(self.distance, Some(self.similarity)),
+        }
+    }
 }
 
 /// The page-chrome check of A (`a_title`, fingerprinted as `a`) against B's title, as the
@@ -231,6 +242,7 @@ pub fn pair_scores_discounting(
         duplicate: found && accepted.is_some(),
         rule: accepted.map(|(r, _)| r),
         chrome_refused,
+        chrome,
         relation: rule.relation_of(Some(similarity)),
     }
 }

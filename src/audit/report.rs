@@ -83,7 +83,7 @@ impl Recomputed {
             shares_sketch_band: s.shares_band,
             verdict: if s.duplicate { "duplicate" } else { "distinct" },
             relation: s.relation.as_str(),
-            why: rule.explain(s.distance, Some(s.similarity)),
+            why: s.why(rule),
         }
     }
 }
