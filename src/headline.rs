@@ -12,7 +12,6 @@
 //! bigram is two adjacent word characters. Pure: no index, no configuration but the thresholds.
 
 use crate::text::clean::{is_word_char, normalize_and_fold};
-use serde::Serialize;
 
 /// Below this share of a title's bigrams found in the text, the text is not about that title.
 pub const MIN_TITLE_IN_TEXT: f64 = 0.1;
@@ -44,10 +43,6 @@ impl TitleBigrams {
         grams.sort_unstable();
         grams.dedup();
         TitleBigrams(grams)
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
     }
 
     /// The share of these bigrams that occur in `text` (None without bigrams: nothing to tell).
@@ -106,7 +101,7 @@ pub fn off_title(title: &str, text: &str) -> bool {
 
 /// The page-chrome check of a pair: A the new article, B the candidate, both titles against A's
 /// text (the text the two share when they match).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ChromeCheck {
     /// Share of A's title bigrams in A's text.
     pub a_title_in_text: f64,
@@ -160,7 +155,7 @@ mod tests {
     fn bigrams_stop_at_punctuation_and_fold() {
         let t = TitleBigrams::of("中國，新聞");
         assert_eq!(t.0, vec![['中', '国'], ['新', '闻']]);
-        assert!(TitleBigrams::of("，。").is_empty());
+        assert!(TitleBigrams::of("，。").0.is_empty());
     }
 
     #[test]
