@@ -59,7 +59,7 @@ pub fn compare(
     let (id_a, id_b) = (&a.id, &b.id);
     let crowded = crowded_bands(&fa.sketch);
     let common = rule.template_bins(crowded);
-    let chrome = chrome_check(&a.title, &fa, &b.title);
+    let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
     let scores = pair_scores_discounting(&fa, &fb, rule, common, chrome);
     let PairScores {
         distance,
@@ -188,16 +188,8 @@ impl PairScores {
     }
 }
 
-/// The page-chrome check of A (`a_title`, fingerprinted as `a`) against B's title, as the
-/// decision makes it: only when A's text is off its title.
-pub fn chrome_check(a_title: &str, a: &Fingerprinted, b_title: &str) -> Option<ChromeCheck> {
-    a.off_title_text
-        .as_deref()
-        .and_then(|text| ChromeCheck::of(a_title, b_title, text))
-}
-
 /// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
-/// (the numbers of [`compare`]); `chrome` is the pair's page-chrome check ([`chrome_check`]).
+/// (the numbers of [`compare`]); `chrome` is the pair's page-chrome check ([`ChromeCheck::for_pair`]).
 pub fn pair_scores(
     a: &Fingerprinted,
     b: &Fingerprinted,
@@ -262,7 +254,7 @@ pub fn score_pair(
             })
     };
     let fa = fingerprint(a)?;
-    let chrome = chrome_check(&a.title, &fa, &b.title);
+    let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
     Ok(pair_scores(&fa, &fingerprint(b)?, rule, chrome))
 }
 

@@ -598,13 +598,11 @@ impl<S: ArticleStore> Deduper<S> {
             let Some((rule, relation)) = self.rule.judge(c.distance, sim) else {
                 continue;
             };
-            let chrome = input.off_title_text.and_then(|text| {
-                ChromeCheck::of(
-                    input.title.unwrap_or_default(),
-                    original.title.as_deref().unwrap_or_default(),
-                    text,
-                )
-            });
+            let chrome = ChromeCheck::for_pair(
+                input.title.unwrap_or_default(),
+                original.title.as_deref().unwrap_or_default(),
+                input.off_title_text,
+            );
             if self.rule.chrome_refuses(chrome.as_ref()) {
                 continue;
             }

@@ -124,6 +124,16 @@ impl ChromeCheck {
         })
     }
 
+    /// The check as the decision makes it: only for an A whose text is off its title
+    /// (`off_title_text`, [`off_title`]; None otherwise: the check cannot refuse).
+    pub fn for_pair(
+        a_title: &str,
+        b_title: &str,
+        off_title_text: Option<&str>,
+    ) -> Option<ChromeCheck> {
+        off_title_text.and_then(|text| ChromeCheck::of(a_title, b_title, text))
+    }
+
     /// Neither title is in the text and the titles disagree: the shared text is page chrome.
     pub fn is_chrome(&self) -> bool {
         self.a_title_in_text < MIN_TITLE_IN_TEXT
