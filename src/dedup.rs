@@ -42,6 +42,15 @@ pub struct DedupConfig {
     pub rescue_min_containment: f64,
     /// Minimum estimated 4-gram Jaccard for the resemblance rule.
     pub rescue_min_jaccard: f64,
+    /// Up to this simhash distance the resemblance rule asks for less of the second check
+    /// (`near_min_containment`, `near_min_jaccard`): the two articles' weighted vocabulary
+    /// (names, places, figures) nearly agrees, so a reworded repost is told from a template
+    /// sibling, whose slots (names, figures) differ and move the simhash further. 0 disables.
+    pub near_distance: u32,
+    /// Resemblance rule's containment within `near_distance`.
+    pub near_min_containment: f64,
+    /// Resemblance rule's Jaccard within `near_distance`.
+    pub near_min_jaccard: f64,
     /// The containment rule, for the same candidates: a duplicate when at least this share of
     /// the new article's 4-grams is estimated to be in the candidate, however much longer the
     /// candidate is (an excerpt: it says nothing the earlier article did not). Stricter than
@@ -147,6 +156,23 @@ impl DedupConfig {
             && s.jaccard >= self.excerpt_min_jaccard
     }
 
+    /// The resemblance bars (containment, Jaccard) that `s` passes at `distance`, if any: the
+    /// ordinary ones, else within `near_distance` the near ones (less containment, as much
+    /// resemblance; the flag says which).
+    fn resemblance_bars(&self, distance: u32, s: &Similarity) -> Option<(f64, f64, bool)> {
+        let passes =
+            |containment: f64, jaccard: f64| s.a_in_b >= containment && s.jaccard >= jaccard;
+        if passes(self.rescue_min_containment, self.rescue_min_jaccard) {
+            Some((self.rescue_min_containment, self.rescue_min_jaccard, false))
+        } else if distance <= self.near_distance
+            && passes(self.near_min_containment, self.near_min_jaccard)
+        {
+            Some((self.near_min_containment, self.near_min_jaccard, true))
+        } else {
+            None
+        }
+    }
+
     /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
     /// its relation).
     pub fn rule_for(&self, distance: u32, sim: Option<Similarity>) -> Option<MatchRule> {
@@ -159,9 +185,7 @@ impl DedupConfig {
             let s = sim.filter(|_| self.sketch_search || distance <= self.rescue_distance)?;
             if self.template_overrules(&s) {
                 None
-            } else if s.a_in_b >= self.rescue_min_containment
-                && s.jaccard >= self.rescue_min_jaccard
-            {
+            } else if self.resemblance_bars(distance, &s).is_some() {
                 Some(MatchRule::Resemblance)
             } else if self.excerpt_min_containment > 0.0
                 && s.a_in_b >= self.excerpt_min_containment
@@ -268,10 +292,23 @@ impl DedupConfig {
             Some(MatchRule::Simhash) => {
                 format!("simhash: distance {distance} <= threshold {}", self.threshold)
             }
-            Some(MatchRule::Resemblance) => format!(
-                "resemblance: {beyond}, but {share} (>= {}) and Jaccard {:.2} >= {}",
-                self.rescue_min_containment, s.jaccard, self.rescue_min_jaccard
-            ),
+            Some(MatchRule::Resemblance) => {
+                let (containment, jaccard, near) =
+                    self.resemblance_bars(distance, &s).unwrap_or_default();
+                let near = if near {
+                    format!(
+                        ", the bars within distance {} (the weighted vocabulary nearly agrees)",
+                        self.near_distance
+                    )
+                } else {
+                    String::new()
+                };
+                format!(
+                    "resemblance: {beyond}, but {share} (>= {containment}) and Jaccard {:.2} >= \
+                     {jaccard}{near}",
+                    s.jaccard
+                )
+            }
             Some(MatchRule::Containment) => format!(
                 "containment: {beyond}, but {share} (>= {}; Jaccard {:.2} >= {}): A says nothing B did not",
                 self.excerpt_min_containment, s.jaccard, self.excerpt_min_jaccard
@@ -303,13 +340,21 @@ impl DedupConfig {
             ),
             None if self.sketch_search || distance <= self.rescue_distance => format!(
                 "none: {beyond}; {share}, Jaccard {:.2}, {:.0}% of B in A, B {:.0}% of A's length: \
-                 below resemblance (>= {} with Jaccard >= {}), containment (>= {} with Jaccard >= \
-                 {}) and extension (B in A >= {}, B >= {:.0}% of A)",
+                 below resemblance (>= {} with Jaccard >= {}{}), containment (>= {} with Jaccard \
+                 >= {}) and extension (B in A >= {}, B >= {:.0}% of A)",
                 s.jaccard,
                 100.0 * s.b_in_a,
                 100.0 * s.b_share_of_a(),
                 self.rescue_min_containment,
                 self.rescue_min_jaccard,
+                if distance <= self.near_distance {
+                    format!(
+                        "; within distance {}: >= {} with Jaccard >= {}",
+                        self.near_distance, self.near_min_containment, self.near_min_jaccard
+                    )
+                } else {
+                    String::new()
+                },
                 self.excerpt_min_containment,
                 self.excerpt_min_jaccard,
                 self.extension_min_contained,
@@ -342,6 +387,9 @@ impl Default for DedupConfig {
             rescue_distance: 0,
             rescue_min_containment: 0.8,
             rescue_min_jaccard: 0.45,
+            near_distance: 8,
+            near_min_containment: 0.7,
+            near_min_jaccard: 0.5,
             excerpt_min_containment: 0.9,
             excerpt_min_jaccard: 0.15,
             sketch_search: true,
@@ -860,6 +908,36 @@ mod tests {
         assert!(strict
             .explain(beyond, Some(update))
             .contains("not in duplicate_relations"));
+    }
+
+    #[test]
+    fn resemblance_asks_less_containment_when_simhash_is_near() {
+        let rule = DedupConfig::default();
+        // A reworded report: 73% of A in B, Jaccard 0.58.
+        let rewrite = sim(19, 7, 7, 700, 700);
+        assert_eq!(
+            rule.judge(rule.near_distance, Some(rewrite)),
+            Some((MatchRule::Resemblance, Relation::Rewrite))
+        );
+        assert!(rule
+            .explain(rule.near_distance, Some(rewrite))
+            .contains("the bars within distance 8"));
+        // Further apart the vocabulary differs (a template sibling's names and figures): the
+        // ordinary bars apply.
+        assert_eq!(rule.judge(rule.near_distance + 1, Some(rewrite)), None);
+        assert!(rule
+            .explain(rule.near_distance + 1, Some(rewrite))
+            .starts_with("none:"));
+        // The near bars add to the ordinary ones: 83% of A in B with Jaccard 0.47 passes those.
+        assert_eq!(
+            rule.judge(rule.near_distance, Some(sim(15, 3, 14, 700, 900))),
+            Some((MatchRule::Resemblance, Relation::Rewrite))
+        );
+        let off = DedupConfig {
+            near_distance: 0,
+            ..DedupConfig::default()
+        };
+        assert_eq!(off.judge(rule.near_distance, Some(rewrite)), None);
     }
 
     #[test]

@@ -184,7 +184,8 @@ RULES_SECTION = [
     "B's share of A's length is exact (4-gram counts).", "",
     "| rule (`match.rule`) | fires when |", "|---|---|",
     "| `simhash` | Hamming distance <= 3 (and the template discount does not overrule it) |",
-    "| `resemblance` | beyond it, `a_in_b` >= 0.8 and Jaccard >= 0.45 |",
+    "| `resemblance` | beyond it, `a_in_b` >= 0.8 and Jaccard >= 0.45; within distance 8 also `a_in_b` >= 0.7 "
+    "and Jaccard >= 0.5 (the weighted vocabulary nearly agrees: a reworded report, not a template sibling) |",
     "| `containment` | beyond it, `a_in_b` >= 0.9 and Jaccard >= 0.15 (an excerpt) |",
     "| `extension` | beyond it, A the longer, `b_in_a` >= 0.85, B >= 55% of A's length and `a_in_b` >= 3/4 of "
     "that share (an update: B whole plus new text; a digest whose item is a small part stays unique) |", "",

@@ -180,6 +180,13 @@ fn header(h: &mut String, r: &Report) {
             rule.excerpt_min_containment,
             rule.excerpt_min_jaccard
         );
+        if rule.near_distance > rule.threshold {
+            let _ = write!(
+                text,
+                ", or within distance {} ≥ {} with Jaccard ≥ {} (resemblance)",
+                rule.near_distance, rule.near_min_containment, rule.near_min_jaccard
+            );
+        }
         if rule.extension_min_contained > 0.0 {
             let _ = write!(
                 text,
