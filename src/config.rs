@@ -64,7 +64,8 @@ pub struct ServiceConfig {
     /// Largest accepted message value in bytes; larger ones go to the DLQ as `oversized`
     #[arg(long, env = "NEWSDEDUP_MAX_ARTICLE_BYTES", default_value_t = defaults().max_article_bytes)]
     pub max_article_bytes: usize,
-    /// Messages consumed but not yet indexed and delivered before fetching pauses
+    /// Messages consumed but not yet indexed and delivered before fetching pauses (it resumes at
+    /// half: what is left must cover the fetch that follows)
     #[arg(long, env = "NEWSDEDUP_MAX_IN_FLIGHT", default_value_t = defaults().max_in_flight)]
     pub max_in_flight: usize,
     /// Bytes of consumed records (value, key and headers) not yet indexed and delivered before fetching
@@ -123,7 +124,7 @@ impl Default for ServiceConfig {
             metrics_addr: "0.0.0.0:9898".into(),
             threads: 0,
             max_article_bytes: 900_000,
-            max_in_flight: 5_000,
+            max_in_flight: 20_000,
             max_in_flight_bytes: 256 << 20,
             commit_interval_ms: 1_000,
             commit_every: 5_000,
