@@ -42,8 +42,8 @@ pub struct DedupConfig {
     pub rescue_min_containment: f64,
     /// Minimum estimated 4-gram Jaccard for the resemblance rule.
     pub rescue_min_jaccard: f64,
-    /// Up to this simhash distance the resemblance rule asks for less of the second check
-    /// (`near_min_containment`, `near_min_jaccard`): the two articles' weighted vocabulary
+    /// Up to this simhash distance the resemblance rule also accepts less containment
+    /// (`near_min_containment`, with `near_min_jaccard`): the two articles' weighted vocabulary
     /// (names, places, figures) nearly agrees, so a reworded repost is told from a template
     /// sibling, whose slots (names, figures) differ and move the simhash further. 0 disables.
     pub near_distance: u32,
@@ -157,8 +157,8 @@ impl DedupConfig {
     }
 
     /// The resemblance bars (containment, Jaccard) that `s` passes at `distance`, if any: the
-    /// ordinary ones, else within `near_distance` the near ones (less containment, as much
-    /// resemblance; the flag says which).
+    /// ordinary ones, else within `near_distance` the near ones (less containment, a little more
+    /// Jaccard; the flag says which).
     fn resemblance_bars(&self, distance: u32, s: &Similarity) -> Option<(f64, f64, bool)> {
         let passes =
             |containment: f64, jaccard: f64| s.a_in_b >= containment && s.jaccard >= jaccard;
