@@ -57,6 +57,9 @@ fn main() {
     let base = std::env::var("NEWSDEDUP_BENCH_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| std::env::temp_dir());
+    if let Err(e) = std::fs::create_dir_all(&base) {
+        panic!("NEWSDEDUP_BENCH_DIR {}: {e}", base.display());
+    }
     let config = IndexConfig {
         block_cache_mib: std::env::var("NEWSDEDUP_BENCH_CACHE_MIB")
             .ok()
