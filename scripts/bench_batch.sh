@@ -29,11 +29,7 @@ trap 'rm -rf "$work"' EXIT
 cat "$corpus"/peoples_daily_2019_2020.jsonl "$corpus"/sina_2018_patrick233.jsonl \
     "$corpus"/bdci2019_inews.jsonl "$corpus"/sogou_smarty_2008_2012.jsonl > "$work/in.jsonl"
 
-lscpu | awk -F: '
-  { gsub(/^[ \t]+/, "", $2) }
-  $1 == "Model name" { model = $2 } $1 == "CPU family" { family = $2 } $1 == "Model" { m = $2 }
-  $1 == "CPU(s)" { cpus = $2 } $1 == "L2 cache" { l2 = $2 } $1 == "L3 cache" { l3 = $2 }
-  END { printf "machine: %s (family %s model %s), %s CPUs, L2 %s, L3 %s\n", model, family, m, cpus, l2, l3 }'
+echo "machine: $(bash scripts/machine.sh)"
 echo "input: $(wc -l < "$work/in.jsonl") articles, $(du -h "$work/in.jsonl" | cut -f1)"
 
 # Wall seconds of a command (its output discarded; a failure stops the script).

@@ -116,13 +116,14 @@ group() { # mean records per index fsync (absent before group commit existed)
 
 python3 - "$THROUGHPUT" "$LATENCY" "$(nproc)" "$(stage prepare)" "$(stage decide)" "$(stage sync)" \
     "$PEAK_RSS_KB" "$(group)" "$REBUILD" "$STANDBY_LAG" <<'PY'
-import json, platform, sys
+import json, platform, subprocess, sys
 t, l, r = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[9])
 standby_lag = json.loads(sys.argv[10])
 rebuild_rate = r["records"] / max(r["elapsed"], 1e-9)
 cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
+machine = subprocess.run(["bash", "scripts/machine.sh"], capture_output=True, text=True).stdout.strip()
 print(json.dumps({
-    "machine": {"cores": int(sys.argv[3]), "cpu": cpu},
+    "machine": {"cores": int(sys.argv[3]), "cpu": cpu, "description": machine},
     "sustained_articles_per_sec": t["articles_per_sec"],
     "backlog_articles": t["records"],
     "mean_ms_per_article": {"prepare (one core)": sys.argv[4], "decide": sys.argv[5]},

@@ -73,16 +73,17 @@ echo "== replay again into the same index" >&2
 KNOWN="$(replay "$WORK/replay-index" known bench-known)"
 
 python3 - "$RUN" "$FRESH" "$KNOWN" "$(nproc)" <<'PY'
-import json, sys
+import json, subprocess, sys
 run = json.loads(sys.argv[1])
 def split(s):
     measured, summary = s.split("|", 1)
     return json.loads(measured), json.loads(summary)
 (fm, fs), (km, ks) = split(sys.argv[2]), split(sys.argv[3])
 cpu = next((x.split(":", 1)[1].strip() for x in open("/proc/cpuinfo") if x.startswith("model name")), "?")
+machine = subprocess.run(["bash", "scripts/machine.sh"], capture_output=True, text=True).stdout.strip()
 r = run["articles_per_sec"]
 print(json.dumps({
-    "machine": {"cores": int(sys.argv[4]), "cpu": cpu},
+    "machine": {"cores": int(sys.argv[4]), "cpu": cpu, "description": machine},
     "records": run["records"],
     "run_articles_per_sec": r,
     "replay_fresh_index": {"articles_per_sec": fm["articles_per_sec"], "vs_run": round(fm["articles_per_sec"] / r, 2),

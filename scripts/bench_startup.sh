@@ -24,9 +24,7 @@ printf '[image]\ndir = "%s/image"\n' "$work" > "$work/image.toml"
 "$bin" batch --quiet --config "$work/image.toml" --input "$work/one.jsonl" --output /dev/null \
   --index-dir "$work/index" 2>/dev/null
 
-cpu=$(awk -F': ' '/model name/ { print $2; exit }' /proc/cpuinfo)
-l3=$(lscpu 2>/dev/null | awk -F': *' '/L3 cache/ { print $2; exit }')
-echo "machine: ${cpu:-unknown CPU}, $(nproc) cores, L3 ${l3:-unknown}"
+echo "machine: $(bash scripts/machine.sh)"
 
 ms() { local t0 t1; t0=$(date +%s%N); "$@" > /dev/null 2> "$work/stderr"; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000 )); }
 declare -A samples
