@@ -810,14 +810,13 @@ DOC_BEGIN, DOC_END = "<!-- natural:begin -->", "<!-- natural:end -->"
 
 
 def machine() -> str:
-    """CPU model, cores and L3 of this machine (lscpu), for the record."""
+    """This machine for the record: scripts/machine.sh (CPU model, family and model, CPUs, caches)."""
     try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(["bash", os.path.join(REPO, "scripts", "machine.sh")],
+                             capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
-        return "unknown machine"
-    fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    get = lambda k: fields.get(k, "?").strip()  # noqa: E731
-    return f"{get('Model name')}, {get('CPU(s)')} cores, L3 {get('L3 cache')}"
+        out = ""
+    return out or "unknown machine"
 
 
 def doc_section(report: dict, agreement: dict | None, command: str) -> str:
