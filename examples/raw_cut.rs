@@ -17,10 +17,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let path = std::env::args()
         .nth(1)
         .ok_or("usage: raw_cut ARTICLES.jsonl")?;
-    let dict = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/config/jieba_dict.txt"
-    ))?;
+    let dict_path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/jieba_dict.txt");
+    let dict = std::fs::read_to_string(dict_path).map_err(|e| format!("{dict_path}: {e}"))?;
     let jieba = jieba_rs_upstream::Jieba::with_dict(&mut dict.as_bytes())?;
     let input =
         std::io::BufReader::new(std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?);
