@@ -34,6 +34,16 @@ N="${1:-15000}"
 RATE="${2:-500}"
 SECS="${3:-20}"
 
+# Phase 2 takes fresh articles after the backlog's: refuse up front what the corpus cannot feed.
+if compgen -G "$NEWSDEDUP_CORPUS_DIR/*.jsonl" >/dev/null; then
+    have=$(cat "$NEWSDEDUP_CORPUS_DIR"/*.jsonl | wc -l)
+    if (( N + RATE * SECS > have )); then
+        echo "bench_kafka: the corpus has $have articles; the backlog ($N) and the latency phase" \
+             "($RATE/s for $SECS s = $((RATE * SECS))) need $((N + RATE * SECS)): lower N, RATE or SECONDS" >&2
+        exit 2
+    fi
+fi
+
 cargo build --release --quiet --bin newsdedup --example kafka_load
 BIN="${NEWSDEDUP_BENCH_BIN:-$CARGO_TARGET_DIR/release/newsdedup}"
 LOAD="$CARGO_TARGET_DIR/release/examples/kafka_load"
