@@ -11,12 +11,12 @@ use newsdedup::config::FingerprintConfig;
 use newsdedup::fingerprint::Fingerprinter;
 use std::hint::black_box;
 use std::io::BufRead;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 fn corpus(limit: usize) -> Vec<(String, String)> {
-    let dir = std::env::var("NEWSDEDUP_CORPUS_DIR").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data/corpus").to_owned()
-    });
+    let dir = std::env::var("NEWSDEDUP_CORPUS_DIR")
+        .unwrap_or_else(|_| repo_file("../shared/data/corpus").display().to_string());
     let files = [
         "peoples_daily_2019_2020.jsonl",
         "sina_2018_patrick233.jsonl",
@@ -38,8 +38,7 @@ fn corpus(limit: usize) -> Vec<(String, String)> {
         // Without the corpus the figures are only a smoke test: ~50 short articles, cycled.
         let sample = "examples/sample_articles.jsonl";
         eprintln!("corpus not found at {dir}: using the in-repo sample {sample}");
-        let text = std::fs::read_to_string(format!("{}/{sample}", env!("CARGO_MANIFEST_DIR")))
-            .expect("the in-repo sample");
+        let text = std::fs::read_to_string(repo_file(sample)).expect("the in-repo sample");
         for line in text.lines() {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
@@ -188,11 +187,7 @@ fn main() {
     let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
     // The baseline is the unmodified crates.io jieba-rs (newsdedup builds a vendored copy with
     // one added entry point), loaded with the same dictionary the fingerprinter uses.
-    let dict = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/config/jieba_dict.txt"
-    ))
-    .unwrap();
+    let dict = std::fs::read_to_string(repo_file("config/jieba_dict.txt")).unwrap();
     let jieba = &jieba_rs_upstream::Jieba::with_dict(&mut dict.as_bytes()).unwrap();
     let rounds = 3;
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("fingerprint") {
@@ -306,4 +301,16 @@ fn main() {
     // The same comparison with HMM off on both sides (a configuration choice, `hmm = false`).
     let ratio_no_hmm = cut_vs_fingerprint(&texts, rounds_pair, jieba, &no_hmm, "hmm off");
     println!("fingerprint / raw cut, both without hmm = {ratio_no_hmm:.2}");
+}
+
+/// A file of this repository: under the current directory (the bench scripts run from the
+/// repository's root; `cargo` runs benches there), else where this program was compiled. The
+/// compile-time path alone goes stale when a target directory is shared between clones.
+fn repo_file(rel: &str) -> PathBuf {
+    let here = Path::new(rel);
+    if here.exists() {
+        here.to_path_buf()
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
 }

@@ -125,7 +125,7 @@ type Record = (Option<String>, Vec<u8>);
 fn corpus_dir() -> PathBuf {
     std::env::var("NEWSDEDUP_CORPUS_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/corpus"))
+        .unwrap_or_else(|_| repo_file("../shared/data/corpus"))
 }
 
 const SAMPLE: &str = "examples/sample_articles.jsonl";
@@ -189,7 +189,7 @@ fn corpus(skip: usize, count: usize) -> Vec<(String, String)> {
 }
 
 fn sample_cycled(skip: usize, count: usize) -> Vec<(String, String)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(SAMPLE);
+    let path = repo_file(SAMPLE);
     let text = std::fs::read_to_string(&path).expect("the in-repo sample");
     let valid: Vec<serde_json::Map<String, Value>> = text
         .lines()
@@ -614,5 +614,17 @@ fn main() {
                 std::process::exit(1);
             }
         }
+    }
+}
+
+/// A file of this repository: under the current directory (the bench scripts run from the
+/// repository's root; `cargo` runs benches there), else where this program was compiled. The
+/// compile-time path alone goes stale when a target directory is shared between clones.
+fn repo_file(rel: &str) -> PathBuf {
+    let here = Path::new(rel);
+    if here.exists() {
+        here.to_path_buf()
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
     }
 }

@@ -12,13 +12,15 @@
 
 use std::error::Error;
 use std::io::BufRead;
+use std::path::{Path, PathBuf};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let path = std::env::args()
         .nth(1)
         .ok_or("usage: raw_cut ARTICLES.jsonl")?;
-    let dict_path = concat!(env!("CARGO_MANIFEST_DIR"), "/config/jieba_dict.txt");
-    let dict = std::fs::read_to_string(dict_path).map_err(|e| format!("{dict_path}: {e}"))?;
+    let dict_path = repo_file("config/jieba_dict.txt");
+    let dict =
+        std::fs::read_to_string(&dict_path).map_err(|e| format!("{}: {e}", dict_path.display()))?;
     let jieba = jieba_rs_upstream::Jieba::with_dict(&mut dict.as_bytes())?;
     let input =
         std::io::BufReader::new(std::fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?);
@@ -35,4 +37,16 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     eprintln!("raw_cut: {articles} articles, {tokens} tokens");
     Ok(())
+}
+
+/// A file of this repository: under the current directory (the bench scripts run from the
+/// repository's root; `cargo` runs benches there), else where this program was compiled. The
+/// compile-time path alone goes stale when a target directory is shared between clones.
+fn repo_file(rel: &str) -> PathBuf {
+    let here = Path::new(rel);
+    if here.exists() {
+        here.to_path_buf()
+    } else {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    }
 }
