@@ -641,6 +641,63 @@ def cmd_merge(args) -> int:
 
 # ----------------------------------------------------------------------------- score
 
+def decisions(output_path: str) -> dict[str, dict]:
+    """id -> the `dedup` object of its output line (the last one, if an id repeats)."""
+    out = {}
+    with open(output_path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                obj = json.loads(line)
+                if obj.get("id") is not None:
+                    out[obj["id"]] = obj.get("dedup") or {}
+    return out
+
+
+def describe_decision(dedup: dict) -> str:
+    """One article's decision in a few words: `duplicate of ID (rule, relation, d N)` or `unique`."""
+    match = dedup.get("match") or {}
+    if dedup.get("decision") != "duplicate":
+        return dedup.get("decision") or "no decision"
+    return (f"duplicate of {match.get('id')} ({match.get('rule')}, {match.get('relation')}, "
+            f"d {match.get('distance')})")
+
+
+LIST_KINDS = ("missed", "false", "errors", "all")
+
+
+def listed_pairs(items: list[tuple[dict, bool]], output_path: str, kind: str) -> list[dict]:
+    """The scored pairs one by one (`kind`: missed = same and not linked, false = different and
+    linked, errors = both, all), with both articles' decisions, for reading the tuning half."""
+    dec = decisions(output_path)
+    rows = []
+    for lab, linked in items:
+        wrong = linked != (lab["label"] == "same")
+        if kind == "missed" and not (wrong and lab["label"] == "same"):
+            continue
+        if kind == "false" and not (wrong and lab["label"] == "different"):
+            continue
+        if kind == "errors" and not wrong:
+            continue
+        rows.append({"pair": lab["pair"], "label": lab["label"], "relation": lab["relation"], "linked": linked,
+                     "jaccard": lab.get("jaccard"), "a_in_b": lab.get("a_in_b"), "b_in_a": lab.get("b_in_a"),
+                     "len_earlier": lab.get("len_earlier"), "len_later": lab.get("len_later"),
+                     "earlier_decision": describe_decision(dec.get(lab["earlier"], {})),
+                     "later_decision": describe_decision(dec.get(lab["later"], {})),
+                     "reason": lab.get("reason", "")})
+    return rows
+
+
+def format_listed(rows: list[dict]) -> str:
+    lines = []
+    for r in rows:
+        outcome = ("linked" if r["linked"] else "not linked")
+        lines.append(f"{r['label']}/{r['relation']} {outcome}: {r['pair']}  J {r['jaccard']} "
+                     f"a_in_b {r['a_in_b']} b_in_a {r['b_in_a']} length {r['len_earlier']} -> {r['len_later']}")
+        lines.append(f"    later: {r['later_decision']}; earlier: {r['earlier_decision']}")
+        lines.append(f"    reader: {r['reason']}")
+    return "\n".join(lines)
+
+
 def chains(output_path: str) -> tuple[UnionFind, set[str]]:
     """Duplicate chains of a batch output (union-find over id -> match id) and the ids it holds."""
     uf, seen = UnionFind(), set()
@@ -684,7 +741,7 @@ def group_value(field: str, lab: dict) -> str:
     return lab["stratum"][field]
 
 
-def score(pairs: list[dict], labels: list[dict], output_path: str, split: str) -> dict:
+def score(pairs: list[dict], labels: list[dict], output_path: str, split: str, listing: str | None = None) -> dict:
     by_pair = {r["pair"]: r for r in pairs}
     unknown = [lab["pair"] for lab in labels if lab["pair"] not in by_pair]
     if unknown:
@@ -718,6 +775,8 @@ def score(pairs: list[dict], labels: list[dict], output_path: str, split: str) -
         "different_flagged": report["overall"]["flagged"]}
     report["targets"] = {k: {"op": op, "value": v,
                              "met": _met(report["headline"][k]["rate"], op, v)} for k, (op, v) in TARGETS.items()}
+    if listing:
+        report["listed"] = {"kind": listing, "pairs": listed_pairs(items, output_path, listing)}
     return report
 
 
@@ -773,6 +832,9 @@ def run_batch(binary: str, stream_path: str, out_path: str, index_dir: str) -> N
 
 
 def cmd_score(args) -> int:
+    if args.list and args.split != "tune":
+        raise SystemExit("--list shows pairs one by one, for the tuning half only (--split tune): the test half is "
+                         "reported as figures, never read pair by pair, so that it stays a test (docs/QUALITY.md)")
     if not os.path.exists(args.labels):
         raise SystemExit(f"no labels: {args.labels} is missing (label the packets, then `natural.py merge`)")
     if not os.path.exists(args.pairs):
@@ -795,11 +857,14 @@ def cmd_score(args) -> int:
             raise SystemExit(f"batch output not found: {output}")
     else:
         raise SystemExit("score needs --output BATCH_OUTPUT.jsonl or --run [--bin BIN]")
-    report = score(pairs, labels, output, args.split)
+    report = score(pairs, labels, output, args.split, args.list)
     if args.json:
         print(json.dumps(report, indent=1))
     else:
         print(format_table(report))
+        if args.list:
+            print(f"\n{args.list} pairs of the {args.split} split ({len(report['listed']['pairs'])}):")
+            print(format_listed(report["listed"]["pairs"]))
     if args.write_doc:
         write_doc_section(report, args)
     return 0
@@ -920,6 +985,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--labels", default=LABELS)
     s.add_argument("--split", choices=("test", "tune", "all"), default="test")
     s.add_argument("--json", action="store_true")
+    s.add_argument("--list", choices=LIST_KINDS,
+                   help="--split tune only: also list the pairs one by one (missed: same, not linked; false: "
+                        "different, linked; errors: both; all), with both articles' decisions and the reader's reason")
     s.add_argument("--write-doc", action="store_true",
                    help="replace the natural-pairs section of docs/QUALITY.md with this table")
     return p.parse_args(argv)

@@ -277,6 +277,29 @@ class ScoreTest(unittest.TestCase):
         with self.assertRaises(SystemExit):  # the only tune pair is absent from the output
             natural.score(self.pairs, self.labels, self.out, "tune")
 
+    def test_listing_names_the_wrong_pairs_with_their_decisions(self):
+        rep = natural.score(self.pairs, self.labels, self.out, "test", "errors")
+        listed = {r["pair"]: r for r in rep["listed"]["pairs"]}
+        self.assertEqual(set(listed), {"e2|l2", "e3|l3"})  # missed extension, linked digest
+        self.assertEqual(listed["e2|l2"]["later_decision"], "unique")
+        self.assertTrue(listed["e3|l3"]["later_decision"].startswith("duplicate of e3"))
+        self.assertEqual([r["pair"] for r in natural.score(self.pairs, self.labels, self.out, "test",
+                                                           "missed")["listed"]["pairs"]], ["e2|l2"])
+        self.assertEqual(len(natural.score(self.pairs, self.labels, self.out, "test", "all")["listed"]["pairs"]), 4)
+        self.assertNotIn("listed", natural.score(self.pairs, self.labels, self.out, "test"))
+        self.assertIn("later: duplicate of e3", natural.format_listed(rep["listed"]["pairs"]))
+
+    def test_listing_is_refused_outside_the_tuning_half(self):
+        labels = os.path.join(self.tmp.name, "labels.jsonl")
+        pairs = os.path.join(self.tmp.name, "pairs.jsonl")
+        write_jsonl(labels, self.labels)
+        write_jsonl(pairs, self.pairs)
+        for split in ("test", "all"):
+            with self.assertRaises(SystemExit) as cm:
+                natural.main(["score", "--output", self.out, "--labels", labels, "--pairs", pairs,
+                              "--split", split, "--list", "missed"])
+            self.assertIn("tuning half only", str(cm.exception))
+
     def test_missing_labels_exit_non_zero(self):
         with self.assertRaises(SystemExit) as cm:
             natural.main(["score", "--output", self.out, "--labels", os.path.join(self.tmp.name, "none.jsonl")])
