@@ -113,7 +113,7 @@ fn prometheus_binary() -> PathBuf {
 }
 
 fn repo_file(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+    common::repo_root().join(rel)
 }
 
 /// docker/prometheus.yml with the service's address as the target, a 1 s scrape and evaluation

@@ -33,7 +33,7 @@ pub struct Broker {
 }
 
 pub fn broker_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/broker.sh")
+    super::repo_root().join("scripts/broker.sh")
 }
 
 impl Broker {

@@ -736,9 +736,7 @@ pub fn schema_violations(schema: &str, lines: &[String]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("lines.jsonl");
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("schemas")
-        .join(schema);
+    let schema = common::repo_root().join("schemas").join(schema);
     let script = r#"
 import json, sys
 import jsonschema

@@ -16,7 +16,8 @@ use std::process::Command;
 #[test]
 fn precision_and_recall_meet_the_targets_on_the_quick_set() {
     let work = tempfile::tempdir().unwrap();
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = common::repo_root();
+    let root = root.display();
     // Without the corpus, the harness runs on the sample's stories instead: every one of them
     // (10 long, 28 short) gets the harness's generated reposts (same edit model and seed), ~40
     // instead of ~330, so at least 10 per length class instead of 100. On so few, one miss moves
@@ -132,7 +133,7 @@ fn the_sample_is_decided_as_planted() {
     let output = work.path().join("out.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
         .args(["batch", "--quiet", "--input"])
-        .arg(format!("{}/{}", env!("CARGO_MANIFEST_DIR"), common::SAMPLE))
+        .arg(common::repo_root().join(common::SAMPLE))
         .arg("--output")
         .arg(&output)
         .arg("--index-dir")
@@ -204,7 +205,8 @@ fn natural_pairs_stay_at_their_recorded_level() {
         eprintln!("natural pairs: corpus absent, not scored (the labels name corpus articles)");
         return;
     }
-    let root = env!("CARGO_MANIFEST_DIR");
+    let root = common::repo_root();
+    let root = root.display();
     let out = Command::new("python3")
         .arg(format!("{root}/scripts/eval/natural.py"))
         .args(["score", "--run", "--split", "test", "--json", "--corpus"])
