@@ -11,8 +11,11 @@ use newsdedup::config::FingerprintConfig;
 use newsdedup::fingerprint::Fingerprinter;
 use std::hint::black_box;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+#[path = "../tests/common/repo.rs"]
+mod repo;
+use repo::repo_file;
 
 fn corpus(limit: usize) -> Vec<(String, String)> {
     let dir = std::env::var("NEWSDEDUP_CORPUS_DIR")
@@ -301,16 +304,4 @@ fn main() {
     // The same comparison with HMM off on both sides (a configuration choice, `hmm = false`).
     let ratio_no_hmm = cut_vs_fingerprint(&texts, rounds_pair, jieba, &no_hmm, "hmm off");
     println!("fingerprint / raw cut, both without hmm = {ratio_no_hmm:.2}");
-}
-
-/// A file of this repository: under the current directory (the bench scripts run from the
-/// repository's root; `cargo` runs benches there), else where this program was compiled. The
-/// compile-time path alone goes stale when a target directory is shared between clones.
-fn repo_file(rel: &str) -> PathBuf {
-    let here = Path::new(rel);
-    if here.exists() {
-        here.to_path_buf()
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-    }
 }

@@ -34,6 +34,10 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+#[path = "../tests/common/repo.rs"]
+mod repo;
+use repo::repo_file;
+
 #[derive(Parser)]
 struct Cli {
     #[command(subcommand)]
@@ -614,17 +618,5 @@ fn main() {
                 std::process::exit(1);
             }
         }
-    }
-}
-
-/// A file of this repository: under the current directory (the bench scripts run from the
-/// repository's root; `cargo` runs benches there), else where this program was compiled. The
-/// compile-time path alone goes stale when a target directory is shared between clones.
-fn repo_file(rel: &str) -> PathBuf {
-    let here = Path::new(rel);
-    if here.exists() {
-        here.to_path_buf()
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
     }
 }

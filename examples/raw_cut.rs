@@ -12,7 +12,10 @@
 
 use std::error::Error;
 use std::io::BufRead;
-use std::path::{Path, PathBuf};
+
+#[path = "../tests/common/repo.rs"]
+mod repo;
+use repo::repo_file;
 
 fn main() -> Result<(), Box<dyn Error>> {
     let path = std::env::args()
@@ -37,16 +40,4 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     eprintln!("raw_cut: {articles} articles, {tokens} tokens");
     Ok(())
-}
-
-/// A file of this repository: under the current directory (the bench scripts run from the
-/// repository's root; `cargo` runs benches there), else where this program was compiled. The
-/// compile-time path alone goes stale when a target directory is shared between clones.
-fn repo_file(rel: &str) -> PathBuf {
-    let here = Path::new(rel);
-    if here.exists() {
-        here.to_path_buf()
-    } else {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
-    }
 }

@@ -181,7 +181,7 @@ impl Proxy {
     /// Starts the proxy with `cert`/`key`; the upstream is given later by `forward_to`.
     fn start(dir: &Path, cert: &Path, key: &Path) -> Proxy {
         let log = dir.join("proxy.log");
-        let script = common::repo_root().join("scripts/tls_proxy.py");
+        let script = common::repo_file("scripts/tls_proxy.py");
         let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
         let mut child = Command::new(python)
             .arg(script)

@@ -112,16 +112,12 @@ fn prometheus_binary() -> PathBuf {
         })
 }
 
-fn repo_file(rel: &str) -> PathBuf {
-    common::repo_root().join(rel)
-}
-
 /// docker/prometheus.yml with the service's address as the target, a 1 s scrape and evaluation
 /// interval, and the absolute path of docker/alerts.yml.
 fn scrape_config(service_addr: &str) -> String {
-    let shipped = std::fs::read_to_string(repo_file("docker/prometheus.yml"))
+    let shipped = std::fs::read_to_string(common::repo_file("docker/prometheus.yml"))
         .expect("read docker/prometheus.yml");
-    let alerts = repo_file("docker/alerts.yml");
+    let alerts = common::repo_file("docker/alerts.yml");
     let mut config = shipped.clone();
     for (from, to) in [
         ("newsdedup:9898", service_addr.to_owned()),
@@ -295,7 +291,7 @@ fn metric_names(text: &str) -> BTreeSet<String> {
 
 /// The PromQL expressions of the Grafana dashboard, with Grafana's `$__rate_interval` set.
 fn dashboard_exprs() -> Vec<String> {
-    let path = repo_file("docker/grafana/dashboards/newsdedup.json");
+    let path = common::repo_file("docker/grafana/dashboards/newsdedup.json");
     let dash: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).expect("read dashboard"))
             .expect("dashboard JSON");
@@ -394,8 +390,8 @@ fn prometheus_scrapes_the_service_and_loads_the_alert_rules() {
     }
 
     // The alert rules of docker/alerts.yml are loaded and evaluate without error.
-    let alerts_text =
-        std::fs::read_to_string(repo_file("docker/alerts.yml")).expect("read docker/alerts.yml");
+    let alerts_text = std::fs::read_to_string(common::repo_file("docker/alerts.yml"))
+        .expect("read docker/alerts.yml");
     let want_rules: BTreeSet<String> = alerts_text
         .lines()
         .filter_map(|l| l.trim().strip_prefix("- alert:"))

@@ -33,7 +33,7 @@ pub struct Broker {
 }
 
 pub fn broker_script() -> PathBuf {
-    super::repo_root().join("scripts/broker.sh")
+    super::repo_file("scripts/broker.sh")
 }
 
 impl Broker {

@@ -3,27 +3,21 @@
 
 pub mod kafka;
 pub mod proxy;
+mod repo;
 pub mod stream;
+
+pub use repo::repo_file;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-
-/// The repository root. Cargo sets `CARGO_MANIFEST_DIR` for the tests it runs; the compile-time
-/// value is only the fallback, because a target directory shared between clones (CI's clean clone
-/// and a working checkout) can run a test binary built in the other clone.
-pub fn repo_root() -> PathBuf {
-    std::env::var_os("CARGO_MANIFEST_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
 
 /// The shared corpus (read at run time, never copied into the repository).
 pub fn corpus_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("NEWSDEDUP_CORPUS_DIR") {
         return PathBuf::from(dir);
     }
-    repo_root().join("../shared/data/corpus")
+    repo_file("../shared/data/corpus")
 }
 
 /// The corpus files, in the order the tests read them.
@@ -61,7 +55,7 @@ pub fn corpus_available() -> bool {
 /// The sample's valid articles (every line that is a JSON object with a string `id` and a string
 /// `content` with a letter or digit in it), in file order; the malformed lines are left out.
 pub fn sample_articles() -> Vec<serde_json::Map<String, Value>> {
-    let path = repo_root().join(SAMPLE);
+    let path = repo_file(SAMPLE);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{} is part of the repository: {e}", path.display()));
     text.lines()

@@ -93,7 +93,7 @@ fn violations(files: &[PathBuf]) -> Vec<(String, usize, String)> {
 
 #[test]
 fn the_core_does_not_depend_on_the_edges() {
-    let src = crate::common::repo_root().join("src");
+    let src = crate::common::repo_file("src");
     let mut files = Vec::new();
     for module in CORE {
         let path = src.join(module);
@@ -339,7 +339,7 @@ fn layer_problems(sources: &[Source], layers: &[&[&str]]) -> Vec<String> {
 
 #[test]
 fn modules_import_only_lower_layers_and_no_files_import_each_other() {
-    let src = crate::common::repo_root().join("src");
+    let src = crate::common::repo_file("src");
     let problems = layer_problems(&sources(&src), LAYERS);
     assert!(
         problems.is_empty(),

@@ -736,7 +736,7 @@ pub fn schema_violations(schema: &str, lines: &[String]) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("lines.jsonl");
     std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    let schema = common::repo_root().join("schemas").join(schema);
+    let schema = common::repo_file("schemas").join(schema);
     let script = r#"
 import json, sys
 import jsonschema

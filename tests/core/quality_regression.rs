@@ -16,7 +16,7 @@ use std::process::Command;
 #[test]
 fn precision_and_recall_meet_the_targets_on_the_quick_set() {
     let work = tempfile::tempdir().unwrap();
-    let root = common::repo_root();
+    let root = common::repo_file("");
     let root = root.display();
     // Without the corpus, the harness runs on the sample's stories instead: every one of them
     // (10 long, 28 short) gets the harness's generated reposts (same edit model and seed), ~40
@@ -133,7 +133,7 @@ fn the_sample_is_decided_as_planted() {
     let output = work.path().join("out.jsonl");
     let out = Command::new(env!("CARGO_BIN_EXE_newsdedup"))
         .args(["batch", "--quiet", "--input"])
-        .arg(common::repo_root().join(common::SAMPLE))
+        .arg(common::repo_file(common::SAMPLE))
         .arg("--output")
         .arg(&output)
         .arg("--index-dir")
@@ -205,7 +205,7 @@ fn natural_pairs_stay_at_their_recorded_level() {
         eprintln!("natural pairs: corpus absent, not scored (the labels name corpus articles)");
         return;
     }
-    let root = common::repo_root();
+    let root = common::repo_file("");
     let root = root.display();
     let out = Command::new("python3")
         .arg(format!("{root}/scripts/eval/natural.py"))
