@@ -893,7 +893,8 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
              "disagreements resolved by a third reading. The guide (below, and "
              "[scripts/eval/natural/GUIDE.md](../scripts/eval/natural/GUIDE.md)): one report (`copy`, `rewrite`, `excerpt`, `extension`) or different (`template`, `digest`, "
              "`series`, `other`). The pairs are split by a hash of the pair key into a tuning half and a test "
-             "half, fixed before any tuning; this table is the **test half** only. A pair counts as linked when "
+             "half, fixed before any tuning; this table is the **test half** only (`score --list` reads pairs "
+             "one by one for the tuning half alone). A pair counts as linked when "
              "both ids end on one duplicate chain of a `batch` run over the whole corpus. 95% Wilson intervals.",
              "", f"Command: `{command}` (machine: {machine()}).", ""]
     if agreement:
