@@ -999,6 +999,26 @@ fn cmd_index_stats(
         "disk:             {} bytes ({:.0} bytes/article)",
         stats.disk_bytes, stats.bytes_per_article
     );
+    let per_article = |bytes: u64| bytes as f64 / stats.articles.max(1) as f64;
+    let by_family: Vec<String> = stats
+        .disk_by_family
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} ({:.0}/article, {} files)",
+                f.family,
+                f.bytes,
+                per_article(f.bytes),
+                f.files
+            )
+        })
+        .collect();
+    println!("disk by family:   {}", by_family.join(", "));
+    println!(
+        "disk other:       {} bytes ({:.0}/article: write-ahead log not yet flushed to the families, manifest, logs)",
+        stats.disk_other_bytes,
+        per_article(stats.disk_other_bytes)
+    );
     println!("identity digest:  {}", stats.identity_digest);
     for f in &stats.families {
         let largest: Vec<String> = f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();

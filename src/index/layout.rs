@@ -41,6 +41,18 @@ pub const IDS: &str = "ids";
 pub const ARTICLES: &str = "articles";
 pub const EXPIRY: &str = "expiry";
 pub const META: &str = "meta";
+/// Every column family, in the order `index stats` lists them.
+pub const ALL_FAMILIES: [&str; BLOCKS + 5] = [
+    BLOCK_FAMILIES[0],
+    BLOCK_FAMILIES[1],
+    BLOCK_FAMILIES[2],
+    BLOCK_FAMILIES[3],
+    BANDS_FAMILY,
+    IDS,
+    ARTICLES,
+    EXPIRY,
+    META,
+];
 
 pub const META_IDENTITY: &[u8] = b"fingerprint_identity";
 pub const META_COUNTS: &[u8] = b"counts";

@@ -220,6 +220,23 @@ fn batch_decides_every_line_in_order_and_reports_bad_input() {
         .count() as u64;
     assert_eq!(stats["articles"], json!(valid));
     assert_eq!(stats["families"].as_array().unwrap().len(), 4);
+    // The disk split by family adds up to the directory's size, and the text form names it.
+    let by_family = stats["disk_by_family"].as_array().unwrap();
+    assert_eq!(by_family.len(), 9);
+    let in_families: u64 = by_family.iter().map(|f| f["bytes"].as_u64().unwrap()).sum();
+    assert_eq!(
+        in_families + stats["disk_other_bytes"].as_u64().unwrap(),
+        stats["disk_bytes"].as_u64().unwrap()
+    );
+    let text = bin()
+        .args(["index", "stats", "--index-dir"])
+        .arg(&index)
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("disk by family:   block0 "), "{text}");
+    assert!(text.contains(" articles "), "{text}");
     verify_index(&index);
 }
 

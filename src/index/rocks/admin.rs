@@ -11,7 +11,8 @@ use crate::error::IndexError;
 use crate::index::bucket::{self, BandBucket};
 use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
-    parse_expiry_key, parse_id_key, ARTICLES, BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
+    parse_expiry_key, parse_id_key, ALL_FAMILIES, ARTICLES, BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY,
+    IDS, META,
 };
 use crate::index::{ArticleStore, DurableStore, StoredArticle};
 use crate::simhash::Fingerprint;
@@ -110,6 +111,11 @@ pub struct IndexStats {
     pub duplicate: u64,
     pub disk_bytes: u64,
     pub bytes_per_article: f64,
+    /// The SST files of each column family (every family, in `ALL_FAMILIES` order).
+    pub disk_by_family: Vec<FamilyDisk>,
+    /// The rest of `disk_bytes`: the write-ahead log (writes not yet flushed to SST files), the
+    /// manifest, options and RocksDB's info logs.
+    pub disk_other_bytes: u64,
     pub identity_digest: String,
     /// The four block families.
     pub families: Vec<FamilyStats>,
@@ -117,6 +123,16 @@ pub struct IndexStats {
     pub bands: BandStats,
     /// Articles by event time, and what the retention window removes.
     pub age: AgeStats,
+}
+
+/// Disk use of one column family: its live SST files.
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyDisk {
+    pub family: String,
+    pub bytes: u64,
+    pub files: u32,
+    /// Entries in those files (RocksDB's count; merge operands and deletions included).
+    pub entries: u64,
 }
 
 /// The age distribution of the articles (by event time) and what is due for removal.
@@ -183,10 +199,7 @@ impl RocksIndex {
     /// Writes every family's memtable to SST files, as RocksDB does when one fills (a benchmark
     /// measuring disk use calls it to see what is stored rather than what is buffered).
     pub fn flush(&self) -> Result<(), IndexError> {
-        for name in BLOCK_FAMILIES
-            .iter()
-            .chain(&[BANDS_FAMILY, IDS, ARTICLES, EXPIRY, META])
-        {
+        for name in ALL_FAMILIES {
             self.db
                 .flush_cf(self.cf(name)?)
                 .map_err(rocks_err(&self.dir))?;
@@ -216,6 +229,28 @@ impl RocksIndex {
     /// Total size of the files in the index directory.
     pub fn disk_bytes(&self) -> u64 {
         dir_size(&self.dir)
+    }
+
+    /// The live SST files of every family: bytes, files and entries (zero for a family whose
+    /// data is all still in the memtable and the WAL).
+    pub fn disk_by_family(&self) -> Result<Vec<FamilyDisk>, IndexError> {
+        let mut out: Vec<FamilyDisk> = ALL_FAMILIES
+            .iter()
+            .map(|f| FamilyDisk {
+                family: (*f).to_owned(),
+                bytes: 0,
+                files: 0,
+                entries: 0,
+            })
+            .collect();
+        for file in self.db.live_files().map_err(rocks_err(&self.dir))? {
+            if let Some(f) = out.iter_mut().find(|f| f.family == file.column_family_name) {
+                f.bytes += file.size as u64;
+                f.files += 1;
+                f.entries += file.num_entries;
+            }
+        }
+        Ok(out)
     }
 
     /// Articles, disk size, bucket occupancy of each block family and the age distribution
@@ -270,6 +305,8 @@ impl RocksIndex {
         let bands = self.band_stats(top)?;
         let age = self.age_stats(retention.or(self.retention))?;
         let disk_bytes = self.disk_bytes();
+        let disk_by_family = self.disk_by_family()?;
+        let in_families: u64 = disk_by_family.iter().map(|f| f.bytes).sum();
         let identity_digest = self
             .stored_identity()?
             .map(|s| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(s.as_bytes())))
@@ -285,6 +322,8 @@ impl RocksIndex {
             } else {
                 0.0
             },
+            disk_other_bytes: disk_bytes.saturating_sub(in_families),
+            disk_by_family,
             identity_digest,
             families,
             bands,
@@ -733,6 +772,51 @@ mod tests {
             it.next();
         }
         n
+    }
+
+    /// `stats` splits the disk use by family: nothing in SST files before a flush (all of it is
+    /// in the WAL), afterwards every family with data has files whose entries are its writes, and
+    /// the families plus the rest add up to the directory's size.
+    #[test]
+    fn stats_split_the_disk_by_family() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        for seq in 0..20u32 {
+            let a = article(u64::from(seq), i64::from(seq), seq + 1);
+            index.insert(&format!("a{seq}"), &a, true).unwrap();
+        }
+        let before = index.stats(1, None).unwrap();
+        let names: Vec<&str> = before
+            .disk_by_family
+            .iter()
+            .map(|f| f.family.as_str())
+            .collect();
+        assert_eq!(names, ALL_FAMILIES);
+        assert!(before
+            .disk_by_family
+            .iter()
+            .all(|f| f.bytes == 0 && f.files == 0));
+        assert_eq!(before.disk_other_bytes, before.disk_bytes);
+
+        index.flush().unwrap();
+        let after = index.stats(1, None).unwrap();
+        let family = |name: &str| {
+            after
+                .disk_by_family
+                .iter()
+                .find(|f| f.family == name)
+                .unwrap()
+                .clone()
+        };
+        for name in [ARTICLES, IDS, EXPIRY, BLOCK_FAMILIES[0]] {
+            let f = family(name);
+            assert!(f.bytes > 0 && f.files == 1, "{name}: {f:?}");
+            assert_eq!(f.entries, 20, "{name}");
+        }
+        let bands = family(BANDS_FAMILY);
+        assert_eq!(bands.entries, 20 * 12, "12 band operands per article");
+        let in_families: u64 = after.disk_by_family.iter().map(|f| f.bytes).sum();
+        assert_eq!(in_families + after.disk_other_bytes, after.disk_bytes);
     }
 
     /// Block and band entries name articles by sequence number; lookups find the ids in `ids`,
