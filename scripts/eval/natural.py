@@ -794,7 +794,8 @@ def fmt_rate(r: dict) -> str:
 
 def format_table(report: dict) -> str:
     lines = [f"natural pairs, split {report['split']}: {report['labelled']} labelled, "
-             f"{report['absent_from_output']} absent from the output"]
+             f"{report['absent_from_output']} absent from the output"
+             + (f"; configuration: {report['config']}" if report.get("config") else "")]
     h = report["headline"]
     for name in ("recall", "precision", "extension_recall", "digest_flagged", "different_flagged"):
         t = report["targets"].get(name)
@@ -843,6 +844,10 @@ def cmd_score(args) -> int:
     if not labels:
         raise SystemExit(f"{args.labels} holds no labels")
     if args.run:
+        if args.config:
+            if not os.path.isfile(args.config):
+                raise SystemExit(f"--config: no such file: {args.config}")
+            os.environ["NEWSDEDUP_CONFIG"] = os.path.abspath(args.config)
         refuse_repo(args.workdir, "--workdir", allow_target=True)
         articles = natural_order(args.corpus)
         os.makedirs(args.workdir, exist_ok=True)
@@ -858,6 +863,8 @@ def cmd_score(args) -> int:
     else:
         raise SystemExit("score needs --output BATCH_OUTPUT.jsonl or --run [--bin BIN]")
     report = score(pairs, labels, output, args.split, args.list)
+    if args.run:
+        report["config"] = os.environ.get("NEWSDEDUP_CONFIG") or "built-in defaults"
     if args.json:
         print(json.dumps(report, indent=1))
     else:
@@ -944,6 +951,8 @@ def write_doc_section(report: dict, args) -> None:
     agreement_path = os.path.join(os.path.dirname(args.labels), "agreement.json")
     agreement = json.load(open(agreement_path, encoding="utf-8")) if os.path.exists(agreement_path) else None
     command = "python3 scripts/eval/natural.py score --run --split " + report["split"] + " --write-doc"
+    if report.get("config", "built-in defaults") != "built-in defaults":
+        command += " --config " + report["config"].replace(os.path.expanduser("~"), "~")
     doc = open(DOC, encoding="utf-8").read() if os.path.exists(DOC) else "# newsdedup quality report\n"
     with open(DOC, "w", encoding="utf-8") as fh:
         fh.write(replace_doc_section(doc, doc_section(report, agreement, command)))
@@ -982,6 +991,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--output", help="`newsdedup batch` output JSONL over the natural stream")
     s.add_argument("--run", action="store_true", help="write the stream, run --bin into a fresh index, score")
     s.add_argument("--bin", default=DEFAULT_BIN)
+    s.add_argument("--config", help="--run: a newsdedup TOML configuration for the batch run (its "
+                                    "NEWSDEDUP_CONFIG); default: the one in the environment, else built-in")
     s.add_argument("--workdir", default="/tmp/newsdedup-natural", help="--run: stream and output (outside git)")
     s.add_argument("--labels", default=LABELS)
     s.add_argument("--split", choices=("test", "tune", "all"), default="test")

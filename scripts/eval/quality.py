@@ -59,6 +59,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help=f"small run for tests: --limit {QUICK_LIMIT} --originals {QUICK_ORIGINALS}")
     r = p.add_argument_group("run")
     r.add_argument("--bin", default=DEFAULT_BIN, help="newsdedup binary (default: %(default)s)")
+    r.add_argument("--config", help="a newsdedup TOML configuration for every run of the binary (its "
+                                    "NEWSDEDUP_CONFIG); default: the one in the environment, else built-in")
     r.add_argument("--threshold", type=int, default=3, help="Hamming threshold for the batch run")
     r.add_argument("--workdir", default="/tmp/newsdedup-eval", help="outputs (corpus-derived, keep out of git)")
     j = p.add_argument_group("judge")
@@ -279,6 +281,16 @@ def command_line(args: argparse.Namespace) -> str:
     return shlex.join(["python3", "scripts/eval/quality.py", *args.argv])
 
 
+def apply_config(args) -> None:
+    """--config becomes NEWSDEDUP_CONFIG for every run of the binary (batch, sweep, fingerprint
+    check); args.config then names the configuration in effect, so the report can say which."""
+    if getattr(args, "config", None):
+        if not os.path.isfile(args.config):
+            raise SystemExit(f"--config: no such file: {args.config}")
+        os.environ["NEWSDEDUP_CONFIG"] = os.path.abspath(args.config)
+    args.config = os.environ.get("NEWSDEDUP_CONFIG") or None
+
+
 def config_summary(args, meta: dict, labels: list[dict]) -> dict:
     """Stream facts + run settings for the report (home dir shortened: the doc is committed)."""
     std = [lab for lab in labels if metrics.label_class(lab) == "standard"]
@@ -288,6 +300,7 @@ def config_summary(args, meta: dict, labels: list[dict]) -> dict:
     stream_facts = {k: v for k, v in meta.items() if k != "command"}
     return {**stream_facts, "threshold": args.threshold, "long_chars": LONG_CHARS,
             "bin": args.bin.replace(os.path.expanduser("~"), "~"),
+            "config": (args.config or "built-in defaults").replace(os.path.expanduser("~"), "~"),
             "n_reposts": len(std), "n_stretch": n_class["traditional"], "n_excerpts": n_class["excerpt"],
             "n_roundups": n_class["roundup"], "n_extensions": n_class["extension"],
             "originals_long": sum(c == "long" for c in originals.values()),
@@ -358,6 +371,7 @@ def write_outputs(args, rep: dict) -> None:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    apply_config(args)
     if args.step in ("all", "generate"):
         step_generate(args)
     if args.step in ("all", "run"):

@@ -90,6 +90,7 @@ def _setup(cfg: dict, run: dict) -> list[str]:
             ["excerpt reposts / roundups / extensions", f"{cfg.get('n_excerpts', 0)} / {cfg.get('n_roundups', 0)} / {cfg.get('n_extensions', 0)}"],
             ["stream lines", cfg["n_stream"]],
             ["seed", cfg["seed"]], ["binary", f"`{cfg['bin']}`"],
+            ["configuration", f"`{cfg.get('config', 'built-in defaults')}`"],
             ["threshold (Hamming, batch run)", cfg["threshold"]],
             ["long = content without whitespace >=", f"{cfg['long_chars']} chars"]]
     if run.get("seconds"):

@@ -300,6 +300,19 @@ class ScoreTest(unittest.TestCase):
                               "--split", split, "--list", "missed"])
             self.assertIn("tuning half only", str(cm.exception))
 
+    def test_config_is_passed_to_the_run_and_named_in_the_report(self):
+        labels = os.path.join(self.tmp.name, "labels.jsonl")
+        pairs = os.path.join(self.tmp.name, "pairs.jsonl")
+        write_jsonl(labels, self.labels)
+        write_jsonl(pairs, self.pairs)
+        with self.assertRaises(SystemExit) as cm:
+            natural.main(["score", "--run", "--config", os.path.join(self.tmp.name, "none.toml"),
+                          "--labels", labels, "--pairs", pairs])
+        self.assertIn("--config: no such file", str(cm.exception))
+        rep = natural.score(self.pairs, self.labels, self.out, "test")
+        rep["config"] = "/etc/newsdedup.toml"
+        self.assertIn("configuration: /etc/newsdedup.toml", natural.format_table(rep).splitlines()[0])
+
     def test_missing_labels_exit_non_zero(self):
         with self.assertRaises(SystemExit) as cm:
             natural.main(["score", "--output", self.out, "--labels", os.path.join(self.tmp.name, "none.jsonl")])

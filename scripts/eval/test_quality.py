@@ -239,13 +239,18 @@ class EndToEndTest(unittest.TestCase):
                         art["id"] = f"{name}:{i}"
                         fh.write(json.dumps(art, ensure_ascii=False) + "\n")
             work = os.path.join(tmp, "work")
+            config = os.path.join(tmp, "rules.toml")
+            with open(config, "w", encoding="utf-8") as fh:
+                fh.write("[dedup]\nthreshold = 3\n")
             cmd = [sys.executable, os.path.join(HERE, "quality.py"), "--corpus", corpus, "--silver", "",
-                   "--originals", "40", "--workdir", work, "--bin", os.path.join(HERE, "fake_newsdedup.py")]
+                   "--originals", "40", "--workdir", work, "--bin", os.path.join(HERE, "fake_newsdedup.py"),
+                   "--config", config]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             with open(os.path.join(work, "report.json"), encoding="utf-8") as fh:
                 rep = json.load(fh)
             self.assertEqual(rep["run"]["problems"], [])
+            self.assertEqual(rep["config"]["config"], config)  # the report names the configuration
             self.assertEqual(rep["config"]["n_stream"], 300 + rep["config"]["n_labels"])
             self.assertGreater(rep["recall"]["overall"]["rate"], 0.0)
             self.assertEqual(set(rep["sweep"]["by_threshold"]), {str(k) for k in range(11)})
