@@ -175,18 +175,26 @@ impl Config {
     }
 }
 
+/// The shipped config/default.toml, for the tests that hold it against the built-in defaults.
+/// Cargo sets `CARGO_MANIFEST_DIR` for the tests it runs; the compile-time value can name another
+/// clone that shares the target directory.
+#[cfg(test)]
+pub(crate) fn shipped_default_toml() -> std::path::PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(
+            || env!("CARGO_MANIFEST_DIR").into(),
+            std::path::PathBuf::from,
+        )
+        .join("config/default.toml")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn shipped_default_toml_matches_code_defaults() {
-        // Cargo sets it for the tests it runs; the compile-time value can name another clone.
-        let root = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
-            || env!("CARGO_MANIFEST_DIR").into(),
-            std::path::PathBuf::from,
-        );
-        let path = root.join("config/default.toml");
+        let path = shipped_default_toml();
         let cfg = Config::load(&path).unwrap();
         assert_eq!(cfg.input, InputConfig::default());
         assert_eq!(cfg.fingerprint, FingerprintConfig::default());

@@ -495,12 +495,7 @@ mod tests {
 
     #[test]
     fn shipped_default_toml_documents_the_defaults() {
-        // Cargo sets it for the tests it runs; the compile-time value can name another clone.
-        let root = std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(
-            || env!("CARGO_MANIFEST_DIR").into(),
-            std::path::PathBuf::from,
-        );
-        let path = root.join("config/default.toml");
+        let path = crate::config::shipped_default_toml();
         let cfg = Config::load(&path).unwrap();
         assert_eq!(cfg.service, ServiceConfig::default());
     }
