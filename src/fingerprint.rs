@@ -8,6 +8,7 @@ use crate::text::filter::{parse_stopwords, TokenFilter};
 use crate::text::lexicon::Lexicon;
 use crate::text::segment::{Segmenter, WordKey};
 use crate::text::weigh::{quantize, tfidf, IdfTable};
+use crate::topic::{Outline, OUTLINE_TERMS};
 use jieba_rs::Jieba;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -604,6 +605,55 @@ impl Fingerprinter {
                 features: terms.len(),
                 sketch: Sketch::of(content),
             })
+        })
+    }
+
+    /// [`Fingerprinter::fingerprint`] plus the article's [`Outline`] (its cleaned content and
+    /// heaviest words), which the decision reads for the topic check of an extension.
+    pub fn fingerprint_outlined(
+        &self,
+        title: &str,
+        content: &str,
+    ) -> Result<(Fingerprinted, Outline), NoFeatures> {
+        with_scratch(|s| {
+            self.clean_and_count(title, content, s);
+            if s.terms.is_empty() {
+                return self
+                    .by_characters(title, content, s)
+                    .map(|(f, _)| (f, Outline::default()))
+                    .ok_or(NoFeatures);
+            }
+            let Scratch {
+                terms,
+                weighted,
+                content,
+                title,
+                ..
+            } = s;
+            weighted.clear();
+            let mut heavy: Vec<(f64, &str)> = Vec::with_capacity(OUTLINE_TERMS + 1);
+            self.for_each_weighted(terms, |hash, _, weight, term| {
+                weighted.push((hash, quantize(weight)));
+                // The heaviest words, ties by word: the terms' table order is not the same from
+                // one run to the next.
+                let word = term.at.word(title, content);
+                let pos = heavy.partition_point(|&(w, t)| w > weight || (w == weight && t < word));
+                if pos < OUTLINE_TERMS {
+                    heavy.insert(pos, (weight, word));
+                    heavy.truncate(OUTLINE_TERMS);
+                }
+            });
+            let mut acc = SimhashAccumulator::default();
+            acc.add_all(weighted);
+            let outline = Outline::new(content.clone(), heavy.iter().map(|&(w, t)| (t, w)));
+            Ok((
+                Fingerprinted {
+                    fingerprint: acc.finish(),
+                    features: terms.len(),
+                    sketch: Sketch::of(content),
+                },
+                outline,
+            ))
         })
     }
 
