@@ -100,6 +100,7 @@ fn main() {
                         title: None,
                         fingerprint: fp,
                         sketch: None,
+                        outline: None,
                     },
                     0,
                 )

@@ -187,6 +187,7 @@ fn query_phase(
                     title: Some("查询"),
                     fingerprint: fp,
                     sketch: Some(&sketch),
+                    outline: None,
                 },
                 0,
             )

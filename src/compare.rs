@@ -58,7 +58,20 @@ pub fn compare(
     let (id_a, id_b) = (&a.id, &b.id);
     let crowded = crowded_bands(&fa.sketch);
     let common = rule.template_bins(crowded);
-    let scores = pair_scores_discounting(&fa, &fb, rule, common);
+    let mut scores = pair_scores_discounting(&fa, &fb, rule, common);
+    // The topic check, as the decision makes it: only for a B that A holds whole as a small part.
+    let topic = if rule.wants_topic(scores.distance, Some(scores.similarity)) {
+        fp.fingerprint_outlined(&a.title, &a.content)
+            .ok()
+            .and_then(|(_, outline)| outline.topic(&fb.sketch))
+    } else {
+        None
+    };
+    if topic.is_some() {
+        let accepted = rule.judge_with(scores.distance, Some(scores.similarity), topic);
+        scores.duplicate = scores.found && accepted.is_some();
+        scores.rule = accepted.map(|(r, _)| r);
+    }
     let PairScores {
         distance,
         similarity: sim,
@@ -108,6 +121,12 @@ pub fn compare(
                      "template": sim.template_bins},
             "shingles": {"a": sim.a_shingles, "b": sim.b_shingles},
             "b_share_of_a": round3(sim.b_share_of_a()),
+            "topic": topic.map(|t| json!({
+                "located": t.located,
+                "sampled": t.sampled,
+                "added_share": round3(t.added_share),
+                "coherence": round3(t.coherence),
+            })),
             "crowded_bands": (0..crate::sketch::ALL_BANDS).filter(|b| crowded & (1 << b) != 0).collect::<Vec<_>>(),
         },
         "shares_block": shares_block,
@@ -116,7 +135,7 @@ pub fn compare(
         "match_rule": scores.rule.filter(|_| scores.duplicate).map(|r| r.as_str()),
         "relation": scores.relation.as_str(),
         "why": if scores.found {
-            rule.explain(distance, Some(sim))
+            rule.explain_with(distance, Some(sim), topic)
         } else {
             "none: the index would not see B as a candidate of A (no shared simhash block or sketch band)".to_owned()
         },

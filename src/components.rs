@@ -128,11 +128,9 @@ impl Components {
         let identity = FingerprintIdentity::for_config(&self.fingerprint)?;
         let (fingerprinter, index) = std::thread::scope(|scope| {
             let index = scope.spawn(|| {
-                RocksIndex::open(dir, &identity, &self.index).map_err(|source| {
-                    BuildError::Index {
-                        dir: dir.to_owned(),
-                        source,
-                    }
+                RocksIndex::open(dir, &identity, &self.index).map_err(|source| BuildError::Index {
+                    dir: dir.to_owned(),
+                    source,
                 })
             });
             let fingerprinter = self.fingerprinter();

@@ -8,6 +8,7 @@ use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
 use crate::index::ArticleStore;
 use crate::output;
+use crate::topic::Outline;
 
 /// What the decision stage needs of a valid article (the record itself is not kept).
 #[derive(Debug, Clone, PartialEq)]
@@ -31,6 +32,8 @@ pub enum Prepared {
     Valid {
         article: ArticleRef,
         fingerprint: Fingerprinted,
+        /// The cleaned content and heaviest words, for the topic check of an extension.
+        outline: Outline,
         /// The article's output record so far (`output::open_record`), rendered here because
         /// this stage runs in parallel and the decision stage does not.
         open_record: Vec<u8>,
@@ -63,8 +66,8 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
             })
         }
     };
-    match fingerprinter.fingerprint(article.title(), article.content()) {
-        Ok(fingerprint) => Prepared::Valid {
+    match fingerprinter.fingerprint_outlined(article.title(), article.content()) {
+        Ok((fingerprint, outline)) => Prepared::Valid {
             article: ArticleRef {
                 id: article.id().to_owned(),
                 url: article.url().map(str::to_owned),
@@ -73,6 +76,7 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
                 record_time_ms: None,
             },
             fingerprint,
+            outline,
             open_record,
         },
         Err(e) => Prepared::Invalid(InvalidArticle {
@@ -126,6 +130,7 @@ pub fn decide<S: ArticleStore>(
         Prepared::Valid {
             article,
             fingerprint,
+            outline,
             open_record,
         } => {
             let input = DecisionInput {
@@ -134,6 +139,7 @@ pub fn decide<S: ArticleStore>(
                 title: (!article.title.is_empty()).then_some(article.title.as_str()),
                 fingerprint: fingerprint.fingerprint,
                 sketch: Some(&fingerprint.sketch),
+                outline: Some(&outline),
                 published_ms: article.published_ms,
                 record_time_ms: article.record_time_ms,
             };
