@@ -11,12 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 15] = [
+const CORE: [&str; 16] = [
     "article.rs",
     "time.rs",
     "text",
     "simhash.rs",
     "sketch.rs",
+    "topic.rs",
     "fingerprint.rs",
     "dedup.rs",
     "output.rs",
@@ -138,6 +139,8 @@ const LAYERS: &[&[&str]] = &[
     &["error", "simhash", "time", "ordered"],
     &["text"],
     &["sketch", "article"],
+    // The topic check reads a text's outline against a sketch; fingerprinting makes outlines.
+    &["topic"],
     &["fingerprint"],
     // The index interface and its RocksDB implementation: storage knows no feature module.
     &["index"],
