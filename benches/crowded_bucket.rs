@@ -102,6 +102,7 @@ fn main() {
                         fingerprint: fp,
                         sketch: None,
                         off_title_text: None,
+                        outline: None,
                     },
                     0,
                 )

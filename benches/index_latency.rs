@@ -192,6 +192,7 @@ fn query_phase(
                     fingerprint: fp,
                     sketch: Some(&sketch),
                     off_title_text: None,
+                    outline: None,
                 },
                 0,
             )

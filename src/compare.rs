@@ -6,6 +6,7 @@ use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
 use crate::headline::ChromeCheck;
 use crate::index::MatchRule;
 use crate::sketch::{BinMask, Similarity, Sketch};
+use crate::topic::{Outline, Topic};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -60,7 +61,12 @@ pub fn compare(
     let crowded = crowded_bands(&fa.sketch);
     let common = rule.template_bins(crowded);
     let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
-    let scores = pair_scores_discounting(&fa, &fb, rule, common, chrome);
+    // A's outline, for the topic check the decision makes of a B that A holds as a small part.
+    let outline = fp
+        .fingerprint_outlined(&a.title, &a.content)
+        .ok()
+        .map(|(_, outline)| outline);
+    let scores = pair_scores_discounting(&fa, &fb, rule, common, chrome, outline.as_ref());
     let PairScores {
         distance,
         similarity: sim,
@@ -110,6 +116,12 @@ pub fn compare(
                      "template": sim.template_bins},
             "shingles": {"a": sim.a_shingles, "b": sim.b_shingles},
             "b_share_of_a": round3(sim.b_share_of_a()),
+            "topic": scores.topic.map(|t| json!({
+                "located": t.located,
+                "sampled": t.sampled,
+                "added_share": round3(t.added_share),
+                "coherence": round3(t.coherence),
+            })),
             "crowded_bands": (0..crate::sketch::ALL_BANDS).filter(|b| crowded & (1 << b) != 0).collect::<Vec<_>>(),
         },
         "shares_block": shares_block,
@@ -171,6 +183,9 @@ pub struct PairScores {
     pub chrome: Option<ChromeCheck>,
     /// What kind of repeat A is of B (`DedupConfig::relation_of`), whatever the verdict.
     pub relation: crate::index::Relation,
+    /// The topic check, made when the decision makes it (`DedupConfig::wants_topic`: B whole
+    /// inside A but a small part of it) and A's outline was given.
+    pub topic: Option<Topic>,
 }
 
 impl PairScores {
@@ -183,20 +198,22 @@ impl PairScores {
                                  simhash block or sketch band)"
                 .to_owned(),
             Some(check) => format!("none: page chrome: {}", check.explain()),
-            None => rule.explain(self.distance, Some(self.similarity)),
+            None => rule.explain_with(self.distance, Some(self.similarity), self.topic),
         }
     }
 }
 
 /// Distance, second check, candidate paths and verdict of two fingerprinted articles by `rule`
-/// (the numbers of [`compare`]); `chrome` is the pair's page-chrome check ([`ChromeCheck::for_pair`]).
+/// (the numbers of [`compare`]); `chrome` is the pair's page-chrome check ([`ChromeCheck::for_pair`])
+/// and `outline` A's outline for the topic check (None: no topic check, as without A's text).
 pub fn pair_scores(
     a: &Fingerprinted,
     b: &Fingerprinted,
     rule: &DedupConfig,
     chrome: Option<ChromeCheck>,
+    outline: Option<&Outline>,
 ) -> PairScores {
-    pair_scores_discounting(a, b, rule, 0, chrome)
+    pair_scores_discounting(a, b, rule, 0, chrome, outline)
 }
 
 /// [`pair_scores`] with A's bins `common` left out of the second check as template text.
@@ -206,6 +223,7 @@ pub fn pair_scores_discounting(
     rule: &DedupConfig,
     common: BinMask,
     chrome: Option<ChromeCheck>,
+    outline: Option<&Outline>,
 ) -> PairScores {
     let distance = a.fingerprint.distance(b.fingerprint);
     let similarity = a.sketch.similarity_discounting(&b.sketch, common);
@@ -222,7 +240,16 @@ pub fn pair_scores_discounting(
     // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
     // or, with sketch_search, a content-sketch band.
     let found = shares_block || shares_band;
-    let judged = rule.judge(distance, Some(similarity));
+    let mut judged = rule.judge(distance, Some(similarity));
+    // The topic check, as the decision makes it: only for a B that A holds whole as a small part.
+    let topic = if judged.is_none() && rule.wants_topic(distance, Some(similarity)) {
+        outline.and_then(|o| o.topic(&b.sketch))
+    } else {
+        None
+    };
+    if topic.is_some() {
+        judged = rule.judge_with(distance, Some(similarity), topic);
+    }
     let chrome_refused = judged.is_some() && rule.chrome_refuses(chrome.as_ref());
     let accepted = judged.filter(|_| !chrome_refused);
     PairScores {
@@ -236,6 +263,7 @@ pub fn pair_scores_discounting(
         chrome_refused,
         chrome,
         relation: rule.relation_of(Some(similarity)),
+        topic,
     }
 }
 
@@ -246,16 +274,16 @@ pub fn score_pair(
     b: &CompareInput,
     rule: &DedupConfig,
 ) -> Result<PairScores, CompareError> {
-    let fingerprint = |x: &CompareInput| {
-        fp.fingerprint(&x.title, &x.content)
-            .map_err(|source| CompareError {
-                id: x.id.clone(),
-                source,
-            })
+    let refused = |x: &CompareInput| {
+        let id = x.id.clone();
+        move |source| CompareError { id, source }
     };
-    let fa = fingerprint(a)?;
+    let (fa, outline) = fp
+        .fingerprint_outlined(&a.title, &a.content)
+        .map_err(refused(a))?;
+    let fb = fp.fingerprint(&b.title, &b.content).map_err(refused(b))?;
     let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
-    Ok(pair_scores(&fa, &fingerprint(b)?, rule, chrome))
+    Ok(pair_scores(&fa, &fb, rule, chrome, Some(&outline)))
 }
 
 /// Rounded to 0.001, for reports.

@@ -13,6 +13,7 @@ use crate::index::{
 };
 use crate::simhash::Fingerprint;
 use crate::sketch::{BinMask, Similarity, Sketch, TEMPLATE_PAGE_BINS};
+use crate::topic::{Outline, Topic};
 use serde::{Deserialize, Serialize};
 
 /// The extension rule's sanity check: the estimated share of A's 4-grams found in B must be at
@@ -72,6 +73,16 @@ pub struct DedupConfig {
     /// exact). The rest is new text of the same report (an update); a digest or roundup in which
     /// the earlier item is a small part stays unique.
     pub extension_min_share: f64,
+    /// The topic check of an extension whose earlier report is a smaller share of it: when B is
+    /// (almost) whole inside A (`extension_min_contained`) but less than `extension_min_share` of
+    /// it, A is still an update if the text it adds repeats at least this share (by TF-IDF
+    /// weight) of the heavy words of B's part of A; a digest's other items do not. Computed only
+    /// for such candidates. 0 disables.
+    pub extension_min_coherence: f64,
+    /// The topic check is made only for a B at least this share of A's length: a smaller one is
+    /// the size of one entry of a digest (the earlier item a fifth or less of the later), too
+    /// small a part for the later to be "that story".
+    pub extension_topic_min_share: f64,
     /// A duplicate is a `copy` (rather than a `rewrite`) when the estimated Jaccard is at least
     /// this.
     pub copy_min_jaccard: f64,
@@ -107,7 +118,17 @@ impl DedupConfig {
     /// The rule and relation that make the new article a duplicate of the candidate, if any: a
     /// rule must fire and the relation must be one of `duplicate_relations`.
     pub fn judge(&self, distance: u32, sim: Option<Similarity>) -> Option<(MatchRule, Relation)> {
-        let rule = self.rule_for(distance, sim)?;
+        self.judge_with(distance, sim, None)
+    }
+
+    /// [`Self::judge`] with the topic check's result for a candidate that [`Self::wants_topic`].
+    pub fn judge_with(
+        &self,
+        distance: u32,
+        sim: Option<Similarity>,
+        topic: Option<Topic>,
+    ) -> Option<(MatchRule, Relation)> {
+        let rule = self.rule_for_with(distance, sim, topic)?;
         let relation = self.relation_of(sim);
         self.duplicate_relations
             .contains(&relation)
@@ -148,10 +169,14 @@ impl DedupConfig {
     /// an estimate far below that ([`EXTENSION_SHARE_SLACK`]) means the few bins that saw B's
     /// 4-grams were lucky (a template sibling that shares B's form, not B).
     fn is_extension(&self, s: &Similarity) -> bool {
+        self.holds_whole(s) && s.b_share_of_a() >= self.extension_min_share
+    }
+
+    /// B (almost) whole inside the longer A, whatever its share of A (see [`Self::is_extension`]).
+    fn holds_whole(&self, s: &Similarity) -> bool {
         self.extension_min_contained > 0.0
             && s.a_shingles >= s.b_shingles
             && s.b_in_a >= self.extension_min_contained
-            && s.b_share_of_a() >= self.extension_min_share
             && s.a_in_b >= EXTENSION_SHARE_SLACK * s.b_share_of_a()
             && s.jaccard >= self.excerpt_min_jaccard
     }
@@ -173,9 +198,62 @@ impl DedupConfig {
         }
     }
 
+    /// Whether the candidate needs the topic check: beyond the threshold, no other rule fires,
+    /// and B is whole inside A but too small a part of it for the extension rule alone.
+    ///
+    /// The sketch alone cannot vouch for such a B: with B a third of A, only about ten of A's
+    /// bins see B's 4-grams, too few for the share checks of [`Self::holds_whole`] and the
+    /// template discount (which expects most of A in B). The topic check places B's own sampled
+    /// 4-grams in A's text instead ([`Topic::located`]), which needs only B's bins.
+    pub fn wants_topic(&self, distance: u32, sim: Option<Similarity>) -> bool {
+        sim.is_some_and(|s| {
+            self.extension_min_coherence > 0.0
+                && self.extension_min_contained > 0.0
+                && distance > self.threshold
+                && (self.sketch_search || distance <= self.rescue_distance)
+                && s.a_shingles >= s.b_shingles
+                && s.b_in_a >= self.extension_min_contained
+                && s.b_share_of_a() < self.extension_min_share
+                && s.b_share_of_a() >= self.extension_topic_min_share
+                && s.shared_bins >= self.template_min_bins
+                && !(s.template_bins >= TEMPLATE_PAGE_BINS && s.a_bins() < self.template_min_bins)
+                && self.rule_for_plain(distance, sim).is_none()
+        })
+    }
+
+    /// The topic check passes: B's sampled 4-grams are found in one B-sized stretch of A (B is
+    /// whole inside A), and A's added text is about B's story.
+    fn topic_holds(&self, topic: Option<Topic>) -> bool {
+        topic.is_some_and(|t| {
+            f64::from(t.located) >= self.extension_min_contained * f64::from(t.sampled)
+                && t.coherence >= self.extension_min_coherence
+        })
+    }
+
     /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
     /// its relation).
     pub fn rule_for(&self, distance: u32, sim: Option<Similarity>) -> Option<MatchRule> {
+        self.rule_for_with(distance, sim, None)
+    }
+
+    /// [`Self::rule_for`] with the topic check's result (the extension rule for a B that is a
+    /// small share of A).
+    pub fn rule_for_with(
+        &self,
+        distance: u32,
+        sim: Option<Similarity>,
+        topic: Option<Topic>,
+    ) -> Option<MatchRule> {
+        let plain = self.rule_for_plain(distance, sim);
+        if plain.is_none() && self.topic_holds(topic) && self.wants_topic(distance, sim) {
+            Some(MatchRule::Extension)
+        } else {
+            plain
+        }
+    }
+
+    /// The rules that the sketch and the distance decide alone.
+    fn rule_for_plain(&self, distance: u32, sim: Option<Similarity>) -> Option<MatchRule> {
         if distance <= self.threshold {
             sim.is_none_or(|s| {
                 s.containment >= self.confirm_min_containment && !self.template_overrules(&s)
@@ -224,13 +302,24 @@ impl DedupConfig {
     /// Whether a sketch rule (resemblance, containment or extension) accepts `sim` for a
     /// candidate beyond the threshold that is searched (found through a band).
     pub fn sketch_rule_may_accept(&self, sim: Similarity) -> bool {
-        self.judge(self.threshold.saturating_add(1), Some(sim))
-            .is_some()
+        let beyond = self.threshold.saturating_add(1);
+        self.judge(beyond, Some(sim)).is_some() || self.wants_topic(beyond, Some(sim))
     }
 
     /// Why `judge` decided as it did, in one sentence (for `compare`): the rule that fired or
     /// why none did, the relation and what it rests on, and the template bins left out.
     pub fn explain(&self, distance: u32, sim: Option<Similarity>) -> String {
+        self.explain_with(distance, sim, None)
+    }
+
+    /// [`Self::explain`] with the topic check's result, for a candidate that
+    /// [`Self::wants_topic`].
+    pub fn explain_with(
+        &self,
+        distance: u32,
+        sim: Option<Similarity>,
+        topic: Option<Topic>,
+    ) -> String {
         let beyond = format!("distance {distance} > threshold {}", self.threshold);
         let Some(s) = sim else {
             return match self.judge(distance, sim) {
@@ -280,7 +369,19 @@ impl DedupConfig {
             ),
         };
         let relation_text = format!("relation {} ({why_relation})", relation.as_str());
-        let rule = self.rule_for(distance, sim);
+        let rule = self.rule_for_with(distance, sim, topic);
+        let topic_text = match topic {
+            Some(t) => format!(
+                "{} of B's {} sampled 4-grams are placed in one B-sized stretch of A, and the \
+                 text A adds ({:.0}% of A) repeats {:.0}% of the heavy words (by TF-IDF weight) of \
+                 that stretch",
+                t.located,
+                t.sampled,
+                100.0 * t.added_share,
+                100.0 * t.coherence
+            ),
+            None => "B's sampled 4-grams are not found in A's text".to_owned(),
+        };
         if rule.is_some() && !self.duplicate_relations.contains(&relation) {
             return format!(
                 "none: {relation_text} is not in duplicate_relations {}{template}",
@@ -313,6 +414,17 @@ impl DedupConfig {
                 "containment: {beyond}, but {share} (>= {}; Jaccard {:.2} >= {}): A says nothing B did not",
                 self.excerpt_min_containment, s.jaccard, self.excerpt_min_jaccard
             ),
+            Some(MatchRule::Extension) if !self.is_extension(&s) => format!(
+                "extension: {beyond}, but an estimated {:.0}% of B's 4-grams are in A (>= {}) and, \
+                 though B is only {:.0}% of A's length (< {:.0}%), {topic_text} (>= {:.0}% placed, \
+                 >= {:.0}% repeated): B whole, plus more of its story, not a digest",
+                100.0 * s.b_in_a,
+                self.extension_min_contained,
+                100.0 * s.b_share_of_a(),
+                100.0 * self.extension_min_share,
+                100.0 * self.extension_min_contained,
+                100.0 * self.extension_min_coherence
+            ),
             Some(MatchRule::Extension) => format!(
                 "extension: {beyond}, but an estimated {:.0}% of B's 4-grams are in A (>= {}) and \
                  B is {:.0}% of A's length (>= {:.0}%): B whole, plus new text",
@@ -320,6 +432,16 @@ impl DedupConfig {
                 self.extension_min_contained,
                 100.0 * s.b_share_of_a(),
                 100.0 * self.extension_min_share
+            ),
+            None if self.wants_topic(distance, sim) => format!(
+                "none: {beyond}; an estimated {:.0}% of B's 4-grams are in A, but B is only {:.0}% \
+                 of A's length (< {:.0}%) and {topic_text}: not an update of B's story (needs \
+                 {:.0}% of B's sampled 4-grams placed and {:.0}% of the heavy words repeated)",
+                100.0 * s.b_in_a,
+                100.0 * s.b_share_of_a(),
+                100.0 * self.extension_min_share,
+                100.0 * self.extension_min_contained,
+                100.0 * self.extension_min_coherence
             ),
             None if self.template_overrules(&s) && s.a_bins() >= self.template_min_bins => {
                 format!(
@@ -395,6 +517,8 @@ impl Default for DedupConfig {
             sketch_search: true,
             extension_min_contained: 0.85,
             extension_min_share: 0.55,
+            extension_min_coherence: 0.88,
+            extension_topic_min_share: 0.25,
             copy_min_jaccard: 0.8,
             duplicate_relations: Relation::ALL.to_vec(),
             template_discount: true,
@@ -418,6 +542,9 @@ pub struct DecisionInput<'a> {
     /// ([`crate::fingerprint::Fingerprinted::off_title_text`]): candidates' titles are read
     /// against it by the page-chrome check. None: the check cannot refuse.
     pub off_title_text: Option<&'a str>,
+    /// The article's cleaned content and heaviest words, for the topic check of an extension
+    /// (None: no such check, a B that is a small part of A is never an extension).
+    pub outline: Option<&'a Outline>,
     /// The article's `published_at` (Unix ms), when it has a readable one.
     pub published_ms: Option<i64>,
     /// The timestamp of the record that carried it (Kafka), if any.
@@ -643,7 +770,15 @@ impl<S: ArticleStore> Deduper<S> {
                 (Some(a), Some(b)) => Some(a.similarity_discounting(b, common)),
                 _ => None,
             };
-            let Some((rule, relation)) = self.rule.judge(c.distance, sim) else {
+            let mut verdict = self.rule.judge(c.distance, sim);
+            // The rare candidate B that A holds whole but as a small part: whether A is an update
+            // or a digest depends on what A adds (the only place the decision reads A's text).
+            if verdict.is_none() && self.rule.wants_topic(c.distance, sim) {
+                if let (Some(outline), Some(b)) = (input.outline, original.sketch.as_ref()) {
+                    verdict = self.rule.judge_with(c.distance, sim, outline.topic(b));
+                }
+            }
+            let Some((rule, relation)) = verdict else {
                 continue;
             };
             let chrome = ChromeCheck::for_pair(
@@ -938,6 +1073,67 @@ mod tests {
             ..DedupConfig::default()
         };
         assert_eq!(off.judge(rule.near_distance, Some(rewrite)), None);
+    }
+
+    #[test]
+    fn topic_check_takes_updates_with_a_small_earlier_share_not_digests() {
+        let rule = DedupConfig::default();
+        let beyond = rule.threshold + 8;
+        // B whole in A and 38% of it: too small a share for the extension rule alone.
+        let whole = sim(12, 19, 0, 1000, 380);
+        assert_eq!(rule.judge(beyond, Some(whole)), None);
+        assert!(rule.wants_topic(beyond, Some(whole)));
+        let topic = |located: u32, coherence: f64| Topic {
+            located,
+            sampled: 32,
+            added_share: 0.62,
+            coherence,
+        };
+        // What A adds repeats the heavy words of B's part: an update.
+        assert_eq!(
+            rule.judge_with(beyond, Some(whole), Some(topic(31, 0.95))),
+            Some((MatchRule::Extension, Relation::Extension))
+        );
+        let why = rule.explain_with(beyond, Some(whole), Some(topic(31, 0.95)));
+        assert!(
+            why.starts_with("extension: ") && why.contains("95%"),
+            "{why}"
+        );
+        // Other stories around B: a digest.
+        assert_eq!(
+            rule.judge_with(beyond, Some(whole), Some(topic(31, 0.3))),
+            None
+        );
+        let why = rule.explain_with(beyond, Some(whole), Some(topic(31, 0.3)));
+        assert!(why.starts_with("none: ") && why.contains("30%"), "{why}");
+        // B's sampled 4-grams not found together in A: B is not whole inside it.
+        assert_eq!(
+            rule.judge_with(beyond, Some(whole), Some(topic(20, 0.95))),
+            None
+        );
+        // Not computed for a candidate another rule takes, within the threshold, for a B that is
+        // a tiny part of A, or with the check off.
+        assert!(!rule.wants_topic(beyond, Some(sim(19, 13, 0, 1000, 600))));
+        assert!(!rule.wants_topic(rule.threshold, Some(whole)));
+        assert!(!rule.wants_topic(beyond, Some(sim(4, 28, 0, 1000, 100))));
+        let off = DedupConfig {
+            extension_min_coherence: 0.0,
+            ..DedupConfig::default()
+        };
+        assert!(!off.wants_topic(beyond, Some(whole)));
+        assert_eq!(
+            off.judge_with(beyond, Some(whole), Some(topic(31, 0.95))),
+            None
+        );
+        // A relation left out of duplicate_relations is not a match either way.
+        let strict = DedupConfig {
+            duplicate_relations: vec![Relation::Copy, Relation::Rewrite, Relation::Excerpt],
+            ..DedupConfig::default()
+        };
+        assert_eq!(
+            strict.judge_with(beyond, Some(whole), Some(topic(31, 0.95))),
+            None
+        );
     }
 
     #[test]

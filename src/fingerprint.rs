@@ -9,6 +9,7 @@ use crate::text::filter::{parse_stopwords, TokenFilter};
 use crate::text::lexicon::Lexicon;
 use crate::text::segment::{Segmenter, WordKey};
 use crate::text::weigh::{quantize, tfidf, IdfTable};
+use crate::topic::{Outline, OUTLINE_TERMS};
 use jieba_rs::Jieba;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -589,32 +590,77 @@ impl Fingerprinter {
     /// Fingerprints one article (the hot path: no per-word allocation or string compare, and
     /// buffers reused from the previous article on this thread).
     pub fn fingerprint(&self, title: &str, content: &str) -> Result<Fingerprinted, NoFeatures> {
+        self.fingerprint_with::<false>(title, content)
+            .map(|(fingerprinted, _)| fingerprinted)
+    }
+
+    /// [`Fingerprinter::fingerprint`] plus the article's [`Outline`] (its cleaned content and
+    /// heaviest words), which the decision reads for the topic check of an extension.
+    pub fn fingerprint_outlined(
+        &self,
+        title: &str,
+        content: &str,
+    ) -> Result<(Fingerprinted, Outline), NoFeatures> {
+        self.fingerprint_with::<true>(title, content)
+    }
+
+    /// The fingerprint, and with `OUTLINE` the outline (else an empty one, no allocation).
+    fn fingerprint_with<const OUTLINE: bool>(
+        &self,
+        title: &str,
+        content: &str,
+    ) -> Result<(Fingerprinted, Outline), NoFeatures> {
         with_scratch(|s| {
             self.clean_and_count(title, content, s);
             if s.terms.is_empty() {
                 return self
                     .by_characters(title, content, s)
-                    .map(|(f, _)| f)
+                    .map(|(f, _)| (f, Outline::default()))
                     .ok_or(NoFeatures);
             }
             let Scratch {
                 terms,
                 weighted,
                 content,
+                title: clean_title,
                 ..
             } = s;
             weighted.clear();
-            self.for_each_weighted(terms, |hash, _, weight, _| {
+            let mut heavy: Vec<(f64, &str)> =
+                Vec::with_capacity(if OUTLINE { OUTLINE_TERMS + 1 } else { 0 });
+            self.for_each_weighted(terms, |hash, _, weight, term| {
                 weighted.push((hash, quantize(weight)));
+                // Most words are lighter than the lightest kept: one comparison turns them away.
+                let lighter =
+                    heavy.len() == OUTLINE_TERMS && heavy.last().is_some_and(|&(w, _)| weight < w);
+                if OUTLINE && !lighter {
+                    // The heaviest words, ties by word: the terms' table order is not the same
+                    // from one run to the next.
+                    let word = term.at.word(clean_title, content);
+                    let pos =
+                        heavy.partition_point(|&(w, t)| w > weight || (w == weight && t < word));
+                    if pos < OUTLINE_TERMS {
+                        heavy.insert(pos, (weight, word));
+                        heavy.truncate(OUTLINE_TERMS);
+                    }
+                }
             });
             let mut acc = SimhashAccumulator::default();
             acc.add_all(weighted);
-            Ok(Fingerprinted {
-                fingerprint: acc.finish(),
-                features: terms.len(),
-                sketch: Sketch::of(content),
-                off_title_text: off_title_text(title, content),
-            })
+            let outline = if OUTLINE {
+                Outline::new(content.clone(), heavy.iter().map(|&(w, t)| (t, w)))
+            } else {
+                Outline::default()
+            };
+            Ok((
+                Fingerprinted {
+                    fingerprint: acc.finish(),
+                    features: terms.len(),
+                    sketch: Sketch::of(content),
+                    off_title_text: off_title_text(title, content),
+                },
+                outline,
+            ))
         })
     }
 

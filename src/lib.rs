@@ -33,3 +33,4 @@ pub mod simhash;
 pub mod sketch;
 pub mod text;
 pub mod time;
+pub mod topic;

@@ -14,6 +14,7 @@ use crate::index::{ArticleStore, CorrectionKind, DurableStore, IndexCounts, Sync
 use crate::output;
 use crate::runner::Stage;
 use crate::simhash::Fingerprint;
+use crate::topic::Outline;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +40,8 @@ pub enum Prepared {
     Valid {
         article: ArticleRef,
         fingerprint: Fingerprinted,
+        /// The cleaned content and heaviest words, for the topic check of an extension.
+        outline: Outline,
         /// The article's output record so far (`output::open_record`), rendered here because
         /// this stage runs in parallel and the decision stage does not.
         open_record: Vec<u8>,
@@ -76,8 +79,8 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
             })
         }
     };
-    match fingerprinter.fingerprint(article.title(), article.content()) {
-        Ok(fingerprint) => Prepared::Valid {
+    match fingerprinter.fingerprint_outlined(article.title(), article.content()) {
+        Ok((fingerprint, outline)) => Prepared::Valid {
             article: ArticleRef {
                 id: article.id().to_owned(),
                 url: article.url().map(str::to_owned),
@@ -86,6 +89,7 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
                 record_time_ms: None,
             },
             fingerprint,
+            outline,
             open_record,
         },
         Err(e) => Prepared::Invalid(InvalidArticle {
@@ -252,6 +256,7 @@ pub fn decide<S: ArticleStore>(
         Prepared::Valid {
             article,
             fingerprint,
+            outline,
             open_record,
         } => {
             let input = DecisionInput {
@@ -261,6 +266,7 @@ pub fn decide<S: ArticleStore>(
                 fingerprint: fingerprint.fingerprint,
                 sketch: Some(&fingerprint.sketch),
                 off_title_text: fingerprint.off_title_text.as_deref(),
+                outline: Some(&outline),
                 published_ms: article.published_ms,
                 record_time_ms: article.record_time_ms,
             };

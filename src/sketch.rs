@@ -178,54 +178,23 @@ impl Sketch {
     /// symbols differ between copies without changing the story.
     pub fn of(text: &str) -> Sketch {
         let mut bins = [EMPTY; BINS];
-        // The last three characters (21 bits each: every Unicode scalar fits) packed in one word.
-        let mut prev3: u64 = 0;
-        let mut filled = 0usize;
         let mut shingles = 0u32;
-        let bytes = text.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            // Decode by hand: CJK text is three-byte sequences, ASCII one byte; the rest goes
-            // through `chars()` (the text is a `str`, so every sequence is valid).
-            let (code, len, word) = match bytes[i] {
-                b @ 0x00..=0x7f => (u32::from(b), 1, b.is_ascii_alphanumeric()),
-                b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
-                    let code = crate::text::decode_three_byte(b0, bytes[i + 1], bytes[i + 2]);
-                    let word = (0x4e00..=0x9fff).contains(&code)
-                        || char::from_u32(code).is_some_and(crate::text::clean::is_word_char);
-                    (code, 3, word)
-                }
-                _ => match text.get(i..).and_then(|rest| rest.chars().next()) {
-                    Some(c) => (
-                        u32::from(c),
-                        c.len_utf8(),
-                        crate::text::clean::is_word_char(c),
-                    ),
-                    None => break,
-                },
-            };
-            i += len;
-            if !word {
-                continue;
+        for_each_shingle(text, |_, bin, value| {
+            if value < bins[bin] {
+                bins[bin] = value;
             }
-            let code = u64::from(code);
-            filled += 1;
-            if filled >= SHINGLE {
-                let h = shingle_hash(prev3, code);
-                let bin = (h >> 59) as usize;
-                let value = h as u32;
-                if value < bins[bin] {
-                    bins[bin] = value;
-                }
-                shingles = shingles.saturating_add(1);
-            }
-            prev3 = ((prev3 << 21) | code) & ((1 << 63) - 1);
-        }
+            shingles = shingles.saturating_add(1);
+        });
         Sketch { bins, shingles }
     }
 
     pub fn is_empty(&self) -> bool {
         self.shingles == 0
+    }
+
+    /// Bins that sampled a 4-gram (all 32 but for a very short text).
+    pub fn sampled_bins(&self) -> u32 {
+        self.bins.iter().filter(|&&v| v != EMPTY).count() as u32
     }
 
     /// The estimated resemblance of this text (A) and `other` (B), in both directions.
@@ -388,6 +357,79 @@ impl<'de> Deserialize<'de> for Sketch {
         let s = String::deserialize(d)?;
         Sketch::from_hex(&s).ok_or_else(|| serde::de::Error::custom("invalid sketch"))
     }
+}
+
+/// Calls `f(end, bin, value)` for every 4-gram of already-cleaned `text` (letters and digits only,
+/// as [`Sketch::of`] counts them), `end` the byte offset just past its last character: the one
+/// walk over the text that both the sketch and [`locate`] make, so they agree on every 4-gram.
+#[inline(always)]
+fn for_each_shingle(text: &str, mut f: impl FnMut(usize, usize, u32)) {
+    // The last three characters (21 bits each: every Unicode scalar fits) packed in one word.
+    let mut prev3: u64 = 0;
+    let mut filled = 0usize;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        // Decode by hand: CJK text is three-byte sequences, ASCII one byte; the rest goes
+        // through `chars()` (the text is a `str`, so every sequence is valid).
+        let (code, len, word) = match bytes[i] {
+            b @ 0x00..=0x7f => (u32::from(b), 1, b.is_ascii_alphanumeric()),
+            b0 @ 0xe0..=0xef if i + 2 < bytes.len() => {
+                let code = crate::text::decode_three_byte(b0, bytes[i + 1], bytes[i + 2]);
+                let word = (0x4e00..=0x9fff).contains(&code)
+                    || char::from_u32(code).is_some_and(crate::text::clean::is_word_char);
+                (code, 3, word)
+            }
+            _ => match text.get(i..).and_then(|rest| rest.chars().next()) {
+                Some(c) => (
+                    u32::from(c),
+                    c.len_utf8(),
+                    crate::text::clean::is_word_char(c),
+                ),
+                None => break,
+            },
+        };
+        i += len;
+        if !word {
+            continue;
+        }
+        let code = u64::from(code);
+        filled += 1;
+        if filled >= SHINGLE {
+            let h = shingle_hash(prev3, code);
+            f(i, (h >> 59) as usize, h as u32);
+        }
+        prev3 = ((prev3 << 21) | code) & ((1 << 63) - 1);
+    }
+}
+
+/// One of an earlier text's sampled 4-grams found in a later text (see [`locate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Located {
+    /// Its 4-gram number in the later text.
+    pub shingle: u32,
+    /// The byte offset just past it in the later text.
+    pub end: usize,
+    /// The earlier text's bin that sampled it.
+    pub bin: usize,
+}
+
+/// Where `earlier`'s sampled 4-grams (its bins' minima) occur in `text` (cleaned, as sketched):
+/// every occurrence, in text order. With the earlier text inside this one, they mark where it is.
+pub fn locate(text: &str, earlier: &Sketch) -> Vec<Located> {
+    let mut found = Vec::new();
+    let mut n = 0u32;
+    for_each_shingle(text, |end, bin, value| {
+        if earlier.bins[bin] == value && value != EMPTY {
+            found.push(Located {
+                shingle: n,
+                end,
+                bin,
+            });
+        }
+        n = n.saturating_add(1);
+    });
+    found
 }
 
 #[cfg(test)]

@@ -189,7 +189,12 @@ RULES_SECTION = [
     "and Jaccard >= 0.5 (the weighted vocabulary nearly agrees: a reworded report, not a template sibling) |",
     "| `containment` | beyond it, `a_in_b` >= 0.9 and Jaccard >= 0.15 (an excerpt) |",
     "| `extension` | beyond it, A the longer, `b_in_a` >= 0.85, B >= 55% of A's length and `a_in_b` >= 3/4 of "
-    "that share (an update: B whole plus new text; a digest whose item is a small part stays unique) |", "",
+    "that share (an update: B whole plus new text; a digest whose item is a small part stays unique) |",
+    "| `extension` (topic check) | beyond it, A the longer, `b_in_a` >= 0.85 and B 25-55% of A's length: "
+    "85% of B's sampled 4-grams are found in one B-sized stretch of A's text and the rest of A repeats "
+    ">= 88% (by TF-IDF weight) of the heaviest words of that stretch (an update of B's story; a digest's "
+    "other items are other stories). Computed only for such candidates; `compare` shows "
+    "`second_check.topic` |", "",
     "| relation (`match.relation`) | when |", "|---|---|",
     "| `copy` | Jaccard >= 0.8 (or no sketch: simhash alone agreed) |",
     "| `excerpt` | A is the shorter and `a_in_b` >= 0.9 |",

@@ -194,6 +194,13 @@ fn header(h: &mut String, r: &Report) {
                 rule.extension_min_contained,
                 100.0 * rule.extension_min_share
             );
+            if rule.extension_min_coherence > 0.0 {
+                let _ = write!(
+                    text,
+                    ", or a smaller part of its length when the text it adds repeats ≥ {:.0}% of the heavy words of the original's part (extension, topic check)",
+                    100.0 * rule.extension_min_coherence
+                );
+            }
         }
     }
     let relations: Vec<&str> = rule

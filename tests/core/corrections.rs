@@ -119,7 +119,7 @@ fn false_pair() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     (story("b"), story("a"), story("c"))
 }
 
-/// O, then M (O plus as much new text again: the engine misses it), and M's text.
+/// O, then M (O plus three times as much new text: the engine misses it), and M's text.
 fn missed_update() -> (Vec<u8>, Vec<u8>, String) {
     let m = story("m");
     let text = serde_json::from_slice::<Value>(&m).unwrap()["content"]
@@ -209,7 +209,7 @@ fn a_released_article_is_unique_and_its_copies_link_to_it_never_to_the_old_origi
 #[test]
 fn a_merged_article_is_a_duplicate_of_the_original_and_its_copies_link_to_the_original() {
     let mut r = rig(None);
-    // An update with as much new text again: the engine misses it.
+    // An update with three times as much new text: the engine misses it.
     let (o, m, m_text) = missed_update();
     assert_eq!(linked_to(&r.verdict(&o)), None);
     assert_eq!(linked_to(&r.verdict(&m)), None, "the setup: M is missed");

@@ -163,7 +163,7 @@ fn decide(
     title: &str,
     body: &str,
 ) -> newsdedup::dedup::Decision {
-    let f = fp.fingerprint(title, body).unwrap();
+    let (f, outline) = fp.fingerprint_outlined(title, body).unwrap();
     let url = format!("https://news.example/{id}");
     d.decide(
         &DecisionInput {
@@ -175,6 +175,7 @@ fn decide(
             fingerprint: f.fingerprint,
             sketch: Some(&f.sketch),
             off_title_text: f.off_title_text.as_deref(),
+            outline: Some(&outline),
         },
         1,
     )
@@ -277,6 +278,7 @@ fn concurrent_near_duplicates_never_both_unique() {
                                 fingerprint: f.fingerprint,
                                 sketch: Some(&f.sketch),
                                 off_title_text: None,
+                                outline: None,
                             },
                             0,
                         )
@@ -793,6 +795,99 @@ fn an_extension_is_linked_and_a_digest_is_not() {
     };
     let v = run(only_same_text, &update);
     assert_eq!(v.verdict, Verdict::Unique, "{v:?}");
+}
+
+/// The earlier item (a county's reservoir project) is whole inside both later texts and about 40%
+/// of each, too small a share for the extension rule alone. The update adds a report from the
+/// site that repeats the story's names and figures: an extension, by the topic check. The digest
+/// adds three other local items: unique. Both have the same shape to the sketch (B whole in A, a
+/// small share of it); only what A adds tells them apart.
+#[test]
+fn an_update_with_a_small_earlier_share_is_linked_and_a_digest_of_that_shape_is_not() {
+    use newsdedup::compare::{compare, CompareInput};
+    use newsdedup::dedup::DedupConfig;
+    use newsdedup::index::{MatchRule, Relation};
+    const ITEM: &str = "本报讯 青山县人民政府3日发布消息，位于该县东部的云溪水库扩建工程当天正式开工。\
+工程总投资约12亿元，计划新增库容3800万立方米，建成后可为下游五个乡镇的8万多名群众提供稳定的饮用水源，\
+并改善2.6万亩农田的灌溉条件。青山县水利局局长周明远介绍，工程预计于2027年底完工，施工期间将采取分段围堰\
+的方式，尽量减少对周边生态环境的影响。";
+    const SITE: &str = "青山县水利局局长周明远表示，云溪水库始建于上世纪七十年代，库容不足，近年来每逢旱季，下游五个乡镇的饮用水源\
+和农田灌溉都会紧张。此次扩建工程总投资12亿元，将加高大坝6米，新增库容3800万立方米，并新建一条长14公里的\
+输水干渠，把水库的水直接引到2.6万亩灌溉片区。周明远说，青山县已经成立扩建工程建设指挥部，每周召开一次调度\
+会，确保2027年底完工；分段围堰施工和生态环境保护措施同步落实。下游石桥镇的村民告诉记者，过去一到夏天家里就\
+经常断水，听说云溪水库扩建开工了，8万多名群众心里都踏实了。";
+    const OTHERS: [&str; 3] = [
+        "【本地快讯】市图书馆新馆本周六起试运行，馆内设有少儿阅览区、古籍修复展示区和24小时自助借阅区，\
+市民凭身份证即可免费办理借书证，开馆首月每天延长开放两小时。",
+        "【体育】第十二届全市中学生篮球联赛昨日落幕，实验中学男队以68比61战胜育才中学，时隔五年再次夺得\
+冠军，女队冠军由第三中学获得，两支冠军队将代表本市参加省赛。",
+        "【天气】受冷空气影响，未来三天全市气温将下降6到8摄氏度，北部山区有小雪，气象部门提醒市民注意防寒\
+保暖，驾车出行注意路面结冰，老人和儿童尽量减少户外活动。",
+    ];
+    let fp = fingerprinter();
+    let rule = DedupConfig::default();
+    let update = format!("{ITEM}\n{SITE}");
+    let digest = format!("{ITEM}\n{}", OTHERS.join("\n"));
+    let item = fp.fingerprint("云溪水库扩建工程开工", ITEM).unwrap();
+    for later in [&update, &digest] {
+        let a = fp.fingerprint("", later).unwrap();
+        let sim = a.sketch.similarity(&item.sketch);
+        assert!(sim.b_in_a >= 0.85 && sim.b_share_of_a() < 0.5, "{sim:?}");
+        let distance = a.fingerprint.distance(item.fingerprint);
+        assert!(rule.wants_topic(distance, Some(sim)), "{sim:?}");
+    }
+    let run = |later: &str| {
+        let dir = tempfile::tempdir().unwrap();
+        let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+        let mut d = Deduper::new(index, 3);
+        let first = decide(&mut d, &fp, "item", "云溪水库扩建工程开工", ITEM);
+        assert_eq!(first.verdict, Verdict::Unique);
+        decide(&mut d, &fp, "later", "云溪水库扩建工程开工", later)
+    };
+    let v = run(&update);
+    let Verdict::Duplicate(m) = &v.verdict else {
+        panic!("the update came out unique: {v:?}");
+    };
+    assert_eq!(
+        (m.id.as_str(), m.rule, m.relation),
+        (
+            "item",
+            Some(MatchRule::Extension),
+            Some(Relation::Extension)
+        ),
+        "{v:?}"
+    );
+    let v = run(&digest);
+    assert_eq!(v.verdict, Verdict::Unique, "the digest: {v:?}");
+    // `compare` shows the topic check and why it decided.
+    let input = |id: &str, content: &str| CompareInput {
+        id: id.to_owned(),
+        title: "云溪水库扩建工程开工".to_owned(),
+        content: content.to_owned(),
+    };
+    for (later, verdict, why) in [
+        (&update, "duplicate", "extension: "),
+        (&digest, "distinct", "none: "),
+    ] {
+        let report = compare(
+            &fp,
+            &input("later", later),
+            &input("item", ITEM),
+            &rule,
+            5,
+            false,
+            &|_| 0,
+        )
+        .unwrap();
+        let topic = &report["second_check"]["topic"];
+        assert!(topic["coherence"].is_number(), "{report}");
+        assert_eq!(report["verdict"], verdict, "{report}");
+        let text = report["why"].as_str().unwrap_or_default();
+        assert!(
+            text.starts_with(why) && text.contains("heavy words"),
+            "{text}"
+        );
+    }
 }
 
 /// A one-line alert that cleaning empties (a bracketed line is a dateline tag to it) is
