@@ -238,6 +238,8 @@ struct Scratch {
     spare: String,
     terms: Terms,
     weighted: Vec<(u64, i64)>,
+    /// Every term's weight and place, for the outline's heaviest words.
+    heavy: Vec<(f64, Span)>,
 }
 
 impl Scratch {
@@ -248,7 +250,8 @@ impl Scratch {
     fn release_if_huge(&mut self) {
         let strings = self.title.capacity() + self.content.capacity() + self.spare.capacity();
         let tables = (self.terms.dict.capacity() + self.terms.other.capacity()) * 32
-            + self.weighted.capacity() * 16;
+            + self.weighted.capacity() * 16
+            + self.heavy.capacity() * 24;
         if strings + tables > Self::KEEP_BYTES {
             *self = Scratch::default();
         }
@@ -623,32 +626,38 @@ impl Fingerprinter {
                 weighted,
                 content,
                 title: clean_title,
+                heavy,
                 ..
             } = s;
             weighted.clear();
-            let mut heavy: Vec<(f64, &str)> =
-                Vec::with_capacity(if OUTLINE { OUTLINE_TERMS + 1 } else { 0 });
+            heavy.clear();
             self.for_each_weighted(terms, |hash, _, weight, term| {
                 weighted.push((hash, quantize(weight)));
-                // Most words are lighter than the lightest kept: one comparison turns them away.
-                let lighter =
-                    heavy.len() == OUTLINE_TERMS && heavy.last().is_some_and(|&(w, _)| weight < w);
-                if OUTLINE && !lighter {
-                    // The heaviest words, ties by word: the terms' table order is not the same
-                    // from one run to the next.
-                    let word = term.at.word(clean_title, content);
-                    let pos =
-                        heavy.partition_point(|&(w, t)| w > weight || (w == weight && t < word));
-                    if pos < OUTLINE_TERMS {
-                        heavy.insert(pos, (weight, word));
-                        heavy.truncate(OUTLINE_TERMS);
-                    }
+                if OUTLINE {
+                    heavy.push((weight, term.at));
                 }
             });
             let mut acc = SimhashAccumulator::default();
             acc.add_all(weighted);
             let outline = if OUTLINE {
-                Outline::new(content.clone(), heavy.iter().map(|&(w, t)| (t, w)))
+                // The heaviest words, ties by word: the terms' table order is not the same from
+                // one run to the next. Selected once at the end (a linear pass), not kept sorted
+                // while counting.
+                let heavier = |a: &(f64, Span), b: &(f64, Span)| {
+                    b.0.total_cmp(&a.0).then_with(|| {
+                        a.1.word(clean_title, content)
+                            .cmp(b.1.word(clean_title, content))
+                    })
+                };
+                if heavy.len() > OUTLINE_TERMS {
+                    heavy.select_nth_unstable_by(OUTLINE_TERMS - 1, heavier);
+                    heavy.truncate(OUTLINE_TERMS);
+                }
+                heavy.sort_unstable_by(heavier);
+                let words = heavy
+                    .iter()
+                    .map(|&(weight, at)| (at.word(clean_title, content), weight));
+                Outline::new(content.clone(), words)
             } else {
                 Outline::default()
             };
