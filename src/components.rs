@@ -104,7 +104,8 @@ impl Components {
             (true, Some(dir)) => Some(dir.clone()),
             (true, None) => crate::fingerprint::image::default_dir(),
         };
-        Ok(Fingerprinter::load(&self.fingerprint, dir.as_deref())?)
+        Ok(Fingerprinter::load(&self.fingerprint, dir.as_deref())?
+            .with_outlines(self.rule.reads_outlines()))
     }
 
     /// Opens (and locks) the index in `dir` for fingerprints of `fingerprinter`.

@@ -198,6 +198,11 @@ impl DedupConfig {
         }
     }
 
+    /// Whether the decision ever reads the new article's outline (the topic check is on).
+    pub fn reads_outlines(&self) -> bool {
+        self.extension_min_coherence > 0.0 && self.extension_min_contained > 0.0
+    }
+
     /// Whether the candidate needs the topic check: beyond the threshold, no other rule fires,
     /// and B is whole inside A but too small a part of it for the extension rule alone.
     ///
@@ -207,8 +212,7 @@ impl DedupConfig {
     /// 4-grams in A's text instead ([`Topic::located`]), which needs only B's bins.
     pub fn wants_topic(&self, distance: u32, sim: Option<Similarity>) -> bool {
         sim.is_some_and(|s| {
-            self.extension_min_coherence > 0.0
-                && self.extension_min_contained > 0.0
+            self.reads_outlines()
                 && distance > self.threshold
                 && (self.sketch_search || distance <= self.rescue_distance)
                 && s.a_shingles >= s.b_shingles

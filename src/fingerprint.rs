@@ -327,6 +327,8 @@ pub struct Fingerprinter {
     config: FingerprintConfig,
     identity: FingerprintIdentity,
     image_use: ImageUse,
+    /// [`Fingerprinter::prepare`] makes outlines (for the extension rule's topic check).
+    outlines: bool,
 }
 
 fn read_resource(
@@ -441,6 +443,7 @@ impl Fingerprinter {
             config: config.clone(),
             identity,
             image_use,
+            outlines: true,
         })
     }
 
@@ -492,6 +495,27 @@ impl Fingerprinter {
     #[doc(hidden)]
     pub fn lexicon_features(&self) -> usize {
         self.segmenter.lexicon().feature_count()
+    }
+
+    /// Whether [`Fingerprinter::prepare`] makes outlines: only a decision rule with the topic check
+    /// reads them, and making one costs a copy of the cleaned text per article.
+    pub fn with_outlines(mut self, outlines: bool) -> Fingerprinter {
+        self.outlines = outlines;
+        self
+    }
+
+    /// The fingerprint for the decision: with the outline when this fingerprinter makes them
+    /// ([`Fingerprinter::with_outlines`], on by default), else with an empty one.
+    pub fn prepare(
+        &self,
+        title: &str,
+        content: &str,
+    ) -> Result<(Fingerprinted, Outline), NoFeatures> {
+        if self.outlines {
+            self.fingerprint_with::<true>(title, content)
+        } else {
+            self.fingerprint_with::<false>(title, content)
+        }
     }
 
     pub fn identity(&self) -> &FingerprintIdentity {
@@ -846,6 +870,27 @@ mod tests {
 
     /// The lexicon's verdict, hash and IDF for every word of the built-in dictionary are what the
     /// string path computes for that word.
+    #[test]
+    fn prepare_makes_the_outline_only_when_asked_and_the_same_fingerprint_either_way() {
+        let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
+        let (title, content) = (
+            "北湖镇整治河道",
+            "北湖镇组织专家开展现场核查，对河道问题逐一整改并公开结果。",
+        );
+        let (with, outline) = fp.prepare(title, content).unwrap();
+        assert_eq!(with, fp.fingerprint(title, content).unwrap());
+        let heavy: Vec<&str> = outline.terms().map(|(word, _)| word).collect();
+        assert!(heavy.contains(&"北湖") && heavy.contains(&"河道"), "{heavy:?}");
+        // The heaviest first, and no more than the outline keeps.
+        let weights: Vec<f64> = outline.terms().map(|(_, w)| w).collect();
+        assert!(weights.windows(2).all(|w| w[0] >= w[1]), "{weights:?}");
+        assert!(weights.len() <= crate::topic::OUTLINE_TERMS);
+        let fp = fp.with_outlines(false);
+        let (without, outline) = fp.prepare(title, content).unwrap();
+        assert_eq!(without, with);
+        assert_eq!(outline, Outline::default());
+    }
+
     #[test]
     fn lexicon_agrees_with_the_string_path_for_every_dictionary_word() {
         let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();

@@ -79,7 +79,7 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
             })
         }
     };
-    match fingerprinter.fingerprint_outlined(article.title(), article.content()) {
+    match fingerprinter.prepare(article.title(), article.content()) {
         Ok((fingerprint, outline)) => Prepared::Valid {
             article: ArticleRef {
                 id: article.id().to_owned(),
