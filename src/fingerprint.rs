@@ -880,7 +880,10 @@ mod tests {
         let (with, outline) = fp.prepare(title, content).unwrap();
         assert_eq!(with, fp.fingerprint(title, content).unwrap());
         let heavy: Vec<&str> = outline.terms().map(|(word, _)| word).collect();
-        assert!(heavy.contains(&"北湖") && heavy.contains(&"河道"), "{heavy:?}");
+        assert!(
+            heavy.contains(&"北湖") && heavy.contains(&"河道"),
+            "{heavy:?}"
+        );
         // The heaviest first, and no more than the outline keeps.
         let weights: Vec<f64> = outline.terms().map(|(_, w)| w).collect();
         assert!(weights.windows(2).all(|w| w[0] >= w[1]), "{weights:?}");
