@@ -424,7 +424,8 @@ impl DedupConfig {
                  >= {:.0}% repeated): B whole, plus more of its story, not a digest",
                 100.0 * s.b_in_a,
                 self.extension_min_contained,
-                100.0 * s.b_share_of_a(),
+                // Rounded down: "54.9% < 55%" must not read "55% < 55%".
+                (100.0 * s.b_share_of_a()).floor(),
                 100.0 * self.extension_min_share,
                 100.0 * self.extension_min_contained,
                 100.0 * self.extension_min_coherence
@@ -442,7 +443,7 @@ impl DedupConfig {
                  of A's length (< {:.0}%) and {topic_text}: not an update of B's story (needs \
                  {:.0}% of B's sampled 4-grams placed and {:.0}% of the heavy words repeated)",
                 100.0 * s.b_in_a,
-                100.0 * s.b_share_of_a(),
+                (100.0 * s.b_share_of_a()).floor(),
                 100.0 * self.extension_min_share,
                 100.0 * self.extension_min_contained,
                 100.0 * self.extension_min_coherence
