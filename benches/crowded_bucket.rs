@@ -56,6 +56,7 @@ fn main() {
             Fingerprint(rng.gen())
         };
         let rec = StoredArticle {
+            indexed_extension: false,
             event_ms: 0,
             published_ms: None,
             event_time_clamped: false,

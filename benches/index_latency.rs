@@ -76,6 +76,7 @@ fn main() {
         // Bulk load through the same atomic insert the service uses.
         for seq in 0..n {
             let rec = StoredArticle {
+                indexed_extension: false,
                 event_ms: 0,
                 published_ms: None,
                 event_time_clamped: false,

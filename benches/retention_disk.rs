@@ -98,6 +98,7 @@ fn main() {
             let unique = !seq.is_multiple_of(3);
             let url = format!("https://news.example.com/{day}/{i}/article-{seq}.html");
             let rec = StoredArticle {
+                indexed_extension: false,
                 seq,
                 fingerprint: Fingerprint(rng.gen()),
                 url: Some(url.clone()),

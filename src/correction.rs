@@ -264,6 +264,7 @@ impl<S: ArticleStore> Deduper<S> {
                     seq,
                     decision: StoredDecision::Unique,
                     matched: None,
+                    indexed_extension: false,
                     correction: Some(note),
                     ..stored.clone()
                 };
@@ -284,6 +285,7 @@ impl<S: ArticleStore> Deduper<S> {
                     seq,
                     decision: StoredDecision::Duplicate,
                     matched: Some(matched),
+                    indexed_extension: false,
                     correction: Some(note),
                     ..stored.clone()
                 };

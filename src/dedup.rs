@@ -786,6 +786,12 @@ impl<S: ArticleStore> Deduper<S> {
             let Some((rule, relation)) = verdict else {
                 continue;
             };
+            // Through an update, only a copy or a further update of it repeats the original the
+            // match names: an excerpt or a rewrite of it may be its new text alone.
+            if original.routes_update() && !matches!(relation, Relation::Copy | Relation::Extension)
+            {
+                continue;
+            }
             let chrome = ChromeCheck::for_pair(
                 input.title.unwrap_or_default(),
                 original.title.as_deref().unwrap_or_default(),
@@ -840,10 +846,14 @@ impl<S: ArticleStore> Deduper<S> {
                 .map(StoredArticle::history_after)
                 .unwrap_or_default(),
             correction: None,
+            indexed_extension: matched
+                .as_ref()
+                .is_some_and(StoredArticle::indexes_extension),
         };
-        // Only unique articles become searchable: a duplicate always points at the first copy of
-        // its story, never at another copy.
-        let searchable = matched.is_none();
+        // Unique articles become searchable, and updates (a copy of an update may not find the
+        // original, a small part of it); a match with an update names its original, so a
+        // duplicate always points at the first copy of its story, never at another copy.
+        let searchable = record.searchable();
         match &previous {
             None => self.store.insert(input.id, &record, searchable)?,
             Some(p) if superseded => {
@@ -931,8 +941,8 @@ impl Accepted {
         }
     }
 
-    /// The match reference. A candidate an editor merged into an earlier article resolves to
-    /// that article, found `via` the candidate.
+    /// The match reference. A candidate an editor merged into an earlier article, or an update
+    /// of one, resolves to that article, found `via` the candidate.
     fn into_match(self) -> MatchRef {
         let c = self.candidate;
         let o = self.original;
@@ -950,7 +960,7 @@ impl Accepted {
             relation: Some(self.relation),
             via: None,
         };
-        match (o.merged(), o.matched) {
+        match (o.resolves_to().is_some(), o.matched) {
             (true, Some(target)) => MatchRef {
                 id: target.id,
                 url: target.url,

@@ -55,7 +55,7 @@ pub struct Restored {
     pub id: String,
     /// `seq` is 0: the writer gives the next sequence number of its index.
     pub article: StoredArticle,
-    /// Unique articles become searchable again (and articles an editor merged, see
+    /// Unique articles become searchable again (and articles an editor merged, and updates, see
     /// [`StoredArticle::searchable`]); duplicates keep their decision for replays.
     pub searchable: bool,
     /// The pair an editor's correction separated (a release) or joined again (a merge).
@@ -150,29 +150,32 @@ pub fn restore(
     let published_ms = article.published_ms(rules.published_at_offset);
     let (event_ms, event_time_clamped) =
         crate::index::event_time(published_ms, input_time_ms, decided_ms as i64);
+    let matched = member.matched.as_ref().map(MatchMember::to_stored);
+    let restored = StoredArticle {
+        seq: 0,
+        fingerprint: recorded,
+        url: article.url().map(str::to_owned),
+        title: (!title.is_empty()).then(|| title.to_owned()),
+        first_seen_ms: decided_ms,
+        decision,
+        indexed_extension: decision == StoredDecision::Duplicate
+            && matched
+                .as_ref()
+                .is_some_and(StoredArticle::indexes_extension),
+        matched,
+        sketch: Some(sketch),
+        revision,
+        event_ms,
+        published_ms,
+        event_time_clamped,
+        earlier: Vec::new(),
+        correction,
+    };
     Ok(Some(Restored {
         id: article.id().to_owned(),
-        article: StoredArticle {
-            seq: 0,
-            fingerprint: recorded,
-            url: article.url().map(str::to_owned),
-            title: (!title.is_empty()).then(|| title.to_owned()),
-            first_seen_ms: decided_ms,
-            decision,
-            matched: member.matched.as_ref().map(MatchMember::to_stored),
-            sketch: Some(sketch),
-            revision,
-            event_ms,
-            published_ms,
-            event_time_clamped,
-            earlier: Vec::new(),
-            correction,
-        },
-        searchable: decision == StoredDecision::Unique
-            || member
-                .matched
-                .as_ref()
-                .is_some_and(|m| m.rule == Some(crate::index::MatchRule::Editor)),
+        // As the decision stored it: unique, merged by an editor, or an update.
+        searchable: restored.searchable(),
+        article: restored,
         pair,
     }))
 }
@@ -452,6 +455,36 @@ mod tests {
             r.article.sketch,
             Some(fpr.fingerprint("标题", TEXT).unwrap().sketch)
         );
+    }
+
+    #[test]
+    fn an_update_comes_back_searchable_and_resolving_to_its_match_other_duplicates_do_not() {
+        let fpr = fp();
+        let restored = |relation: &str| {
+            let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
+            let record = format!(
+                r#"{{"id":"a1","title":"标题","content":"{TEXT}","dedup":{{"decision":"duplicate","fingerprint":"{}","match":{{"id":"o1","fingerprint":"{}","distance":12,"rule":"extension","relation":"{relation}"}}}}}}"#,
+                f.to_hex(),
+                f.to_hex()
+            );
+            restore(
+                record.as_bytes(),
+                &fpr,
+                &ReadRules::new(1 << 20),
+                42,
+                None,
+                true,
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let update = restored("extension");
+        assert_eq!(update.article.decision, StoredDecision::Duplicate);
+        assert!(update.searchable && update.article.indexed_extension);
+        assert_eq!(update.article.resolves_to(), Some("o1"));
+        let excerpt = restored("excerpt");
+        assert!(!excerpt.searchable && !excerpt.article.indexed_extension);
+        assert_eq!(excerpt.article.resolves_to(), None);
     }
 
     #[test]

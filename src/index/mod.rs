@@ -194,13 +194,28 @@ pub struct StoredArticle {
     /// The editor's correction that made this decision, if one did (the latest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correction: Option<CorrectionNote>,
+    /// A duplicate of relation `extension` stored searchable: it holds text its match lacks, so
+    /// a later copy of it may not find the match (a small part of it) but finds it, and names
+    /// the match. Records written before extensions were searchable lack the flag and stay
+    /// unsearchable, as their index entries are.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub indexed_extension: bool,
 }
 
 impl StoredArticle {
-    /// Whether later articles can find this one: a unique article, or one an editor merged into
-    /// an earlier article (later copies of it find it and link to that article instead).
+    /// Whether later articles can find this one: a unique article, or a duplicate whose later
+    /// copies must still find its story: one an editor merged into an earlier article, or an
+    /// update of one ([`StoredArticle::indexed_extension`]); a match with either names that
+    /// earlier article ([`StoredArticle::resolves_to`]).
     pub fn searchable(&self) -> bool {
-        self.decision == StoredDecision::Unique || self.merged()
+        self.decision == StoredDecision::Unique || self.resolves_to().is_some()
+    }
+
+    /// Whether a duplicate of `matched` with this relation is stored searchable (see
+    /// [`StoredArticle::indexed_extension`]): an update, found by the rules (an editor's merge
+    /// is searchable as merged).
+    pub fn indexes_extension(matched: &MatchRef) -> bool {
+        matched.relation == Some(Relation::Extension) && matched.rule != Some(MatchRule::Editor)
     }
 
     /// An editor merged this article into its match (only a merge makes the rule `editor`, so
@@ -213,13 +228,18 @@ impl StoredArticle {
                 .is_some_and(|m| m.rule == Some(MatchRule::Editor))
     }
 
-    /// The article a match with this one names instead of it: for a merged article, its
-    /// original.
+    /// The article a match with this one names instead of it: for a merged article or a
+    /// searchable update, its original.
     pub fn resolves_to(&self) -> Option<&str> {
         self.matched
             .as_ref()
-            .filter(|_| self.merged())
+            .filter(|_| self.merged() || self.routes_update())
             .map(|m| m.id.as_str())
+    }
+
+    /// A searchable update ([`StoredArticle::indexed_extension`]) of the article it matched.
+    pub fn routes_update(&self) -> bool {
+        self.indexed_extension && self.decision == StoredDecision::Duplicate
     }
 
     /// When the latest correction of this article was made (Unix ms; i64::MIN: never corrected).
@@ -383,6 +403,8 @@ pub struct Revision {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct IndexCounts {
     pub articles: u64,
+    /// Searchable articles ([`StoredArticle::searchable`]): the unique ones, and the few
+    /// duplicates kept searchable to route their copies (merged by an editor, updates).
     pub unique: u64,
     pub next_seq: u64,
     /// Stream time: the newest event time (Unix ms) of any article written, each capped at its

@@ -859,6 +859,28 @@ fn an_update_with_a_small_earlier_share_is_linked_and_a_digest_of_that_shape_is_
     );
     let v = run(&digest);
     assert_eq!(v.verdict, Verdict::Unique, "the digest: {v:?}");
+    // The update stays searchable: a copy of it finds it (the nearest candidate) and names the
+    // item it updates, through it.
+    let dir = tempfile::tempdir().unwrap();
+    let index = RocksIndex::open(dir.path(), fp.identity(), &IndexConfig::default()).unwrap();
+    let mut d = Deduper::new(index, 3);
+    decide(&mut d, &fp, "item", "云溪水库扩建工程开工", ITEM);
+    decide(&mut d, &fp, "later", "云溪水库扩建工程开工", &update);
+    let v = decide(&mut d, &fp, "copy", "云溪水库扩建工程开工", &update);
+    let Verdict::Duplicate(m) = &v.verdict else {
+        panic!("the update's copy came out unique: {v:?}");
+    };
+    assert_eq!(
+        (m.id.as_str(), m.via.as_deref(), m.distance, m.relation),
+        ("item", Some("later"), 0, Some(Relation::Copy)),
+        "{v:?}"
+    );
+    // The update's new text alone is an excerpt of the update, not a repeat of the item: it is
+    // not linked to the item through the update.
+    let v = decide(&mut d, &fp, "part", "云溪水库扩建工程开工", SITE);
+    if let Verdict::Duplicate(m) = &v.verdict {
+        assert_ne!(m.via.as_deref(), Some("later"), "{v:?}");
+    }
     // `compare` shows the topic check and why it decided.
     let input = |id: &str, content: &str| CompareInput {
         id: id.to_owned(),

@@ -37,6 +37,7 @@ pub fn test_identity() -> FingerprintIdentity {
 /// A unique article with fingerprint `fp` and no sketch.
 fn unique_record(seq: u64, fp: u64) -> StoredArticle {
     StoredArticle {
+        indexed_extension: false,
         event_ms: 0,
         published_ms: None,
         event_time_clamped: false,
@@ -223,6 +224,7 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     // Same fingerprint for all: the simhash path must not see band entries.
     for (seq, sketch) in sketches.iter().enumerate() {
         let rec = StoredArticle {
+            indexed_extension: false,
             event_ms: 0,
             published_ms: None,
             event_time_clamped: false,
@@ -242,6 +244,7 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     }
     // A duplicate's bands are not searchable.
     let dup = StoredArticle {
+        indexed_extension: false,
         event_ms: 0,
         published_ms: None,
         event_time_clamped: false,

@@ -214,6 +214,7 @@ fn without_a_window_old_articles_still_match() {
 
 fn record(seq: u64, event_ms: i64, unique: bool) -> StoredArticle {
     StoredArticle {
+        indexed_extension: false,
         seq,
         // Distinct, far-apart fingerprints.
         fingerprint: Fingerprint(seq.wrapping_mul(0x9e37_79b9_7f4a_7c15)),

@@ -741,6 +741,7 @@ mod tests {
             *b = bin.wrapping_mul(7919).wrapping_add(i as u32 * 31);
         }
         StoredArticle {
+            indexed_extension: false,
             event_ms,
             published_ms: None,
             event_time_clamped: false,
@@ -832,6 +833,7 @@ mod tests {
         index.insert("a", &a, true).unwrap();
         index.insert("b", &b, true).unwrap();
         let dup = StoredArticle {
+            indexed_extension: false,
             decision: StoredDecision::Duplicate,
             ..article(2, 0, 1)
         };
