@@ -425,6 +425,20 @@ mod tests {
     const TEXT: &str =
         "国家统计局今天发布数据，十月份全国居民消费价格同比上涨百分之二点一，环比持平。";
 
+    /// `record` restored, checked, decided at 42.
+    fn restored(record: &str, fpr: &Fingerprinter) -> Restored {
+        restore(
+            record.as_bytes(),
+            fpr,
+            &ReadRules::new(1 << 20),
+            42,
+            None,
+            true,
+        )
+        .unwrap()
+        .unwrap()
+    }
+
     fn decided(fpr: &Fingerprinter, extra: &str) -> String {
         let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
         format!(
@@ -436,16 +450,7 @@ mod tests {
     #[test]
     fn a_unique_record_comes_back_searchable_with_its_sketch() {
         let fpr = fp();
-        let r = restore(
-            decided(&fpr, "").as_bytes(),
-            &fpr,
-            &ReadRules::new(1 << 20),
-            42,
-            None,
-            true,
-        )
-        .unwrap()
-        .unwrap();
+        let r = restored(&decided(&fpr, ""), &fpr);
         assert_eq!(r.id, "a1");
         assert!(r.searchable);
         assert_eq!(r.article.decision, StoredDecision::Unique);
@@ -460,29 +465,20 @@ mod tests {
     #[test]
     fn an_update_comes_back_searchable_and_resolving_to_its_match_other_duplicates_do_not() {
         let fpr = fp();
-        let restored = |relation: &str| {
+        let duplicate = |relation: &str| {
             let f = fpr.fingerprint("标题", TEXT).unwrap().fingerprint;
             let record = format!(
                 r#"{{"id":"a1","title":"标题","content":"{TEXT}","dedup":{{"decision":"duplicate","fingerprint":"{}","match":{{"id":"o1","fingerprint":"{}","distance":12,"rule":"extension","relation":"{relation}"}}}}}}"#,
                 f.to_hex(),
                 f.to_hex()
             );
-            restore(
-                record.as_bytes(),
-                &fpr,
-                &ReadRules::new(1 << 20),
-                42,
-                None,
-                true,
-            )
-            .unwrap()
-            .unwrap()
+            restored(&record, &fpr)
         };
-        let update = restored("extension");
+        let update = duplicate("extension");
         assert_eq!(update.article.decision, StoredDecision::Duplicate);
         assert!(update.searchable && update.article.indexed_extension);
         assert_eq!(update.article.resolves_to(), Some("o1"));
-        let excerpt = restored("excerpt");
+        let excerpt = duplicate("excerpt");
         assert!(!excerpt.searchable && !excerpt.article.indexed_extension);
         assert_eq!(excerpt.article.resolves_to(), None);
     }
