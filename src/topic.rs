@@ -152,3 +152,58 @@ impl Outline {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ITEM: &str = "青山县云溪水库扩建工程三日正式开工，工程总投资约十二亿元，计划新增库容三千八百万立方米，建成后可为下游五个乡镇提供稳定的饮用水源。";
+    const SAME_STORY: &str = "青山县水利局局长周明远表示，云溪水库始建于七十年代，库容不足，此次扩建将加高大坝六米，下游五个乡镇的饮用水源从此更有保障。";
+    const OTHER_STORY: &str = "市图书馆新馆本周六起试运行，馆内设有少儿阅览区和二十四小时自助借阅区，市民凭身份证即可免费办理借书证。";
+
+    fn outline(text: &str) -> Outline {
+        // The heavy words an update repeats (the story's names) and the digest's other item's.
+        let heavy = [
+            ("云溪水库", 9.0),
+            ("青山县", 8.0),
+            ("扩建", 7.0),
+            ("乡镇", 5.0),
+            ("图书馆", 8.5),
+            ("借书证", 6.0),
+        ];
+        Outline::new(
+            text.to_owned(),
+            heavy.into_iter().filter(|(w, _)| text.contains(w)),
+        )
+    }
+
+    #[test]
+    fn an_update_repeats_the_earlier_items_heavy_words_a_digest_does_not() {
+        let item = Sketch::of(ITEM);
+        let update = outline(&format!("{ITEM}{SAME_STORY}"))
+            .topic(&item)
+            .unwrap();
+        let digest = outline(&format!("{ITEM}{OTHER_STORY}"))
+            .topic(&item)
+            .unwrap();
+        for t in [update, digest] {
+            // The item is whole in both: every one of its samples in one stretch.
+            assert_eq!(t.located, t.sampled, "{t:?}");
+            assert!(t.added_share > 0.4 && t.added_share < 0.6, "{t:?}");
+        }
+        assert!(update.coherence >= 0.9, "{update:?}");
+        assert!(digest.coherence <= 0.1, "{digest:?}");
+        // Heaviest first, as given.
+        let item_outline = outline(ITEM);
+        let words: Vec<&str> = item_outline.terms().map(|(w, _)| w).collect();
+        assert_eq!(words, ["云溪水库", "青山县", "扩建", "乡镇"]);
+    }
+
+    #[test]
+    fn no_topic_when_the_earlier_text_is_not_in_the_later_or_nothing_is_added() {
+        let item = Sketch::of(ITEM);
+        assert_eq!(outline(OTHER_STORY).topic(&item), None);
+        assert_eq!(outline(ITEM).topic(&item), None);
+        assert_eq!(Outline::default().topic(&item), None);
+    }
+}
