@@ -6,7 +6,8 @@ occur naturally in the corpus (the silver char 5-gram pairs, plus pairs the engi
 silver file lacks), has two readers label them blind (one report or not, and what kind of
 repeat), and scores a `newsdedup batch` run over the plain corpus against those labels.
 
-  select   [--engine-output OUT]   -> natural/pairs.jsonl (ids, numbers, strata, tune/test split)
+  select   [--engine-output OUT] [--contained N]
+                                   -> natural/pairs.jsonl (ids, numbers, strata, tune/test split)
   stream   --out FILE              the plain corpus in stream order (what `batch` reads)
   packets  --out DIR --readers N   blind reading packets + empty label files, OUTSIDE the repo
   merge    --a DIR --b DIR         agreement (Cohen's kappa) -> natural/disagreements.jsonl;
@@ -63,6 +64,9 @@ CONTAINMENT_BANDS = ("<0.8", "0.8-0.95", ">=0.95")
 DIRECTIONS = ("later_shorter", "same_length", "later_longer")
 SAME_LENGTH_TOLERANCE = 0.05
 ENGINE_MAX = 60
+# `select --contained`: the earlier text (nearly) whole in the later (share of its 5-grams found
+# there), and under this share of the later's length.
+CONTAINED_MIN, CONTAINED_MAX_SHARE = 0.8, 0.55
 PACKET_SIZE = 55
 TEXT_MAX, TEXT_TAIL = 3000, 600  # a longer text shows its first 2,400 and last 600 characters
 SAME_RELATIONS = ("copy", "rewrite", "excerpt", "extension")
@@ -255,7 +259,8 @@ def ordered_record(rec: dict) -> dict:
 
 
 def sort_key(rec: dict) -> tuple:
-    return (rec["source"] != "silver", BANDS.index(rec["stratum"]["jaccard_band"]), rec["pair"])
+    return (("silver", "engine", "contained").index(rec["source"]),
+            BANDS.index(rec["stratum"]["jaccard_band"]), rec["pair"])
 
 
 def select_silver(articles: list[dict], silver_path: str, quotas: dict[str, int] = QUOTAS) -> list[dict]:
@@ -312,9 +317,37 @@ def select_engine(articles: list[dict], output_path: str, exclude: set[frozenset
                              f"{SEED}:engine")
 
 
+def share_band(rec: dict) -> str:
+    """The earlier text's length as a share of the later's, in the bands that tell a digest's item
+    (a small part) from an update's original (most of it)."""
+    share = rec["len_earlier"] / max(1, rec["len_later"])
+    return "<0.25" if share < 0.25 else "0.25-0.4" if share < 0.4 else "0.4-0.55"
+
+
+def select_contained(articles: list[dict], silver_path: str, exclude: set[str], n: int) -> list[dict]:
+    """Up to n silver pairs not in `exclude` whose earlier text is (nearly) whole in the later one
+    and under 55% of its length: the pairs where an update (one report) and a digest (a small item
+    among others) must be told apart. Stratified by the earlier text's share."""
+    by_id = {a["id"]: a for a in articles}
+    pos = {a["id"]: i for i, a in enumerate(articles)}
+    records, seen = [], set()
+    for row in read_jsonl(silver_path):
+        if row["a"] not in by_id or row["b"] not in by_id:
+            continue
+        rec = pair_record(by_id[row["a"]], by_id[row["b"]], pos, "contained")
+        if rec["pair"] in exclude or rec["pair"] in seen:
+            continue
+        seen.add(rec["pair"])
+        if rec["b_in_a"] >= CONTAINED_MIN and rec["len_earlier"] < CONTAINED_MAX_SHARE * rec["len_later"]:
+            records.append(rec)
+    return stratified_sample(records, n, share_band, f"{SEED}:contained")
+
+
 def build_pairs(articles: list[dict], silver_path: str, existing: list[dict], engine_output: str | None,
-                quotas: dict[str, int] = QUOTAS, engine_max: int = ENGINE_MAX) -> list[dict]:
-    """The silver selection (recomputed; must equal what `existing` holds) plus engine pairs.
+                quotas: dict[str, int] = QUOTAS, engine_max: int = ENGINE_MAX,
+                contained: int = 0) -> list[dict]:
+    """The silver selection (recomputed; must equal what `existing` holds) plus engine pairs, plus
+    up to `contained` (in all) pairs of an earlier text held as a small part of a later one.
 
     Pairs already in `existing` are never changed or dropped, so splits stay fixed once labelled.
     """
@@ -334,7 +367,13 @@ def build_pairs(articles: list[dict], silver_path: str, existing: list[dict], en
         added = select_engine(articles, engine_output, exclude, max(0, engine_max - len(engine)))
         assign_splits(added)
         engine += added
-    return sorted(silver + engine, key=sort_key)
+    held = [r for r in existing if r["source"] == "contained"]
+    if contained > len(held):
+        exclude = {r["pair"] for r in silver + engine + held}
+        added = select_contained(articles, silver_path, exclude, contained - len(held))
+        assign_splits(added)
+        held += added
+    return sorted(silver + engine + held, key=sort_key)
 
 
 def cmd_select(args) -> int:
@@ -342,7 +381,7 @@ def cmd_select(args) -> int:
     if not os.path.exists(args.silver):
         raise SystemExit(f"silver pairs not found: {args.silver}")
     existing = read_jsonl(args.pairs) if os.path.exists(args.pairs) else []
-    pairs = build_pairs(articles, args.silver, existing, args.engine_output)
+    pairs = build_pairs(articles, args.silver, existing, args.engine_output, contained=args.contained)
     os.makedirs(os.path.dirname(os.path.abspath(args.pairs)), exist_ok=True)
     write_jsonl(args.pairs, [ordered_record(r) for r in pairs])
     print(f"select: {len(pairs)} pairs -> {args.pairs}")
@@ -902,7 +941,11 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
              "`series`, `other`). The pairs are split by a hash of the pair key into a tuning half and a test "
              "half, fixed before any tuning; this table is the **test half** only (`score --list` reads pairs "
              "one by one for the tuning half alone). A pair counts as linked when "
-             "both ids end on one duplicate chain of a `batch` run over the whole corpus. 95% Wilson intervals.",
+             "both ids end on one duplicate chain of a `batch` run over the whole corpus. 95% Wilson intervals. "
+             "Sources: `silver` (silver pairs stratified by Jaccard band, containment band and direction), "
+             "`engine` (pairs the engine links that the silver file lacks), `contained` (further silver pairs "
+             "whose earlier text is whole in the later one and under 55% of its length: updates, digests, "
+             "pages that merely carry the earlier one).",
              "", f"Command: `{command}` (machine: {machine()}).", ""]
     if agreement:
         lab, rel = agreement.get("label", {}), agreement.get("relation_when_both_same", {})
@@ -918,6 +961,10 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
         ci = f"{r['ci95'][0]:.2f}-{r['ci95'][1]:.2f}" if r["n"] else ""
         target = f"{t['op']} {t['value']}" + {True: " (met)", False: " (not met)", None: ""}[t["met"]] if t else ""
         lines.append(f"| {name.replace('_', ' ')} | {value} | {ci} | {target} |")
+    if not h["digest_flagged"]["n"]:
+        lines += ["", "No pair of this half was read as a digest (an earlier item among other, unrelated items), "
+                  "so the digest target is measured on the planted roundups ([above](#excerpt-reposts-and-roundups-"
+                  "reported-separately))."]
     lines += ["", "| stratum | pairs | recall (same linked) | precision (linked same) | different linked |",
               "|---|---|---|---|---|"]
 
@@ -971,6 +1018,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--silver", default=SILVER)
     s.add_argument("--engine-output", help="a `newsdedup batch` output over the natural stream: add up to "
                                            f"{ENGINE_MAX} pairs it links that the silver file lacks")
+    s.add_argument("--contained", type=int, default=0,
+                   help="hold this many pairs (in all) whose earlier text is whole in the later one and "
+                        "under 55%% of its length (updates and digests), stratified by that share")
     s = sub.add_parser("stream", parents=[common], help="write the natural stream (plain corpus, stream order)")
     s.add_argument("--out", required=True)
     s = sub.add_parser("packets", parents=[common], help="blind reading packets + empty label files (outside the repo)")

@@ -132,6 +132,27 @@ class SelectTest(unittest.TestCase):
             with self.assertRaises(SystemExit):
                 natural.build_pairs(articles, silver, one, None, {b: 2 for b in natural.BANDS})
 
+    def test_contained_pairs_hold_the_earlier_text_as_a_small_part_and_stay_put(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus, silver, _ = synthetic_corpus(tmp)
+            articles = natural.natural_order(corpus)
+            quotas = {b: 1 for b in natural.BANDS}
+            plain = natural.build_pairs(articles, silver, [], None, quotas)
+            held = natural.build_pairs(articles, silver, plain, None, quotas, contained=5)
+            added = [r for r in held if r["source"] == "contained"]
+            self.assertTrue(added)
+            self.assertLessEqual(len(added), 5)
+            taken = {r["pair"] for r in plain}
+            for r in added:
+                self.assertNotIn(r["pair"], taken)
+                self.assertGreaterEqual(r["b_in_a"], natural.CONTAINED_MIN)
+                self.assertLess(r["len_earlier"], natural.CONTAINED_MAX_SHARE * r["len_later"])
+                self.assertIn(r["split"], ("tune", "test"))
+            self.assertEqual([r for r in held if r["source"] != "contained"], plain)
+            # Held pairs stay as they are: asking again (or for fewer) adds and drops nothing.
+            self.assertEqual(natural.build_pairs(articles, silver, held, None, quotas, contained=5), held)
+            self.assertEqual(natural.build_pairs(articles, silver, held, None, quotas), held)
+
     def test_corpus_absent_is_a_clear_error(self):
         with tempfile.TemporaryDirectory() as tmp:
             with self.assertRaises(SystemExit) as cm:
