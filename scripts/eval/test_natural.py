@@ -102,10 +102,14 @@ class SplitTest(unittest.TestCase):
 
 
 class SelectTest(unittest.TestCase):
+    def synthetic(self, tmp: str) -> tuple[list[dict], str]:
+        """The synthetic corpus in stream order, and its silver file."""
+        corpus, silver, _ = synthetic_corpus(tmp)
+        return natural.natural_order(corpus), silver
+
     def test_select_is_deterministic_and_keeps_existing_pairs(self):
         with tempfile.TemporaryDirectory() as tmp:
-            corpus, silver, _ = synthetic_corpus(tmp)
-            articles = natural.natural_order(corpus)
+            articles, silver = self.synthetic(tmp)
             quotas = {b: 3 for b in natural.BANDS}
             one = natural.build_pairs(articles, silver, [], None, quotas)
             two = natural.build_pairs(articles, silver, [], None, quotas)
@@ -134,8 +138,7 @@ class SelectTest(unittest.TestCase):
 
     def test_contained_pairs_hold_the_earlier_text_as_a_small_part_and_stay_put(self):
         with tempfile.TemporaryDirectory() as tmp:
-            corpus, silver, _ = synthetic_corpus(tmp)
-            articles = natural.natural_order(corpus)
+            articles, silver = self.synthetic(tmp)
             quotas = {b: 1 for b in natural.BANDS}
             plain = natural.build_pairs(articles, silver, [], None, quotas)
             held = natural.build_pairs(articles, silver, plain, None, quotas, contained=5)
