@@ -263,7 +263,8 @@ def sort_key(rec: dict) -> tuple:
             BANDS.index(rec["stratum"]["jaccard_band"]), rec["pair"])
 
 
-def select_silver(articles: list[dict], silver_path: str, quotas: dict[str, int] = QUOTAS) -> list[dict]:
+def silver_records(articles: list[dict], silver_path: str) -> list[dict]:
+    """Every pair of the silver file, once, with its numbers and strata (source `silver`)."""
     by_id = {a["id"]: a for a in articles}
     pos = {a["id"]: i for i, a in enumerate(articles)}
     records, seen = [], set()
@@ -271,13 +272,16 @@ def select_silver(articles: list[dict], silver_path: str, quotas: dict[str, int]
         if row["a"] not in by_id or row["b"] not in by_id:
             raise SystemExit(f"silver pair {row['a']} / {row['b']}: id not in the corpus")
         rec = pair_record(by_id[row["a"]], by_id[row["b"]], pos, "silver")
-        if rec["pair"] in seen:
-            continue
-        seen.add(rec["pair"])
-        band = rec["stratum"]["jaccard_band"]
-        if band == "0-0.3" and rec["containment"] < 0.8:
-            continue  # low-Jaccard silver pairs only when one text is (nearly) inside the other
-        records.append(rec)
+        if rec["pair"] not in seen:
+            seen.add(rec["pair"])
+            records.append(rec)
+    return records
+
+
+def select_silver(silver: list[dict], quotas: dict[str, int] = QUOTAS) -> list[dict]:
+    """The stratified silver selection from `silver_records`."""
+    # Low-Jaccard silver pairs only when one text is (nearly) inside the other.
+    records = [r for r in silver if r["stratum"]["jaccard_band"] != "0-0.3" or r["containment"] >= 0.8]
     picked = []
     for band in BANDS:
         members = [r for r in records if r["stratum"]["jaccard_band"] == band]
@@ -324,22 +328,13 @@ def share_band(rec: dict) -> str:
     return "<0.25" if share < 0.25 else "0.25-0.4" if share < 0.4 else "0.4-0.55"
 
 
-def select_contained(articles: list[dict], silver_path: str, exclude: set[str], n: int) -> list[dict]:
-    """Up to n silver pairs not in `exclude` whose earlier text is (nearly) whole in the later one
-    and under 55% of its length: the pairs where an update (one report) and a digest (a small item
-    among others) must be told apart. Stratified by the earlier text's share."""
-    by_id = {a["id"]: a for a in articles}
-    pos = {a["id"]: i for i, a in enumerate(articles)}
-    records, seen = [], set()
-    for row in read_jsonl(silver_path):
-        if row["a"] not in by_id or row["b"] not in by_id:
-            continue
-        rec = pair_record(by_id[row["a"]], by_id[row["b"]], pos, "contained")
-        if rec["pair"] in exclude or rec["pair"] in seen:
-            continue
-        seen.add(rec["pair"])
-        if rec["b_in_a"] >= CONTAINED_MIN and rec["len_earlier"] < CONTAINED_MAX_SHARE * rec["len_later"]:
-            records.append(rec)
+def select_contained(silver: list[dict], exclude: set[str], n: int) -> list[dict]:
+    """Up to n pairs of `silver_records` not in `exclude` whose earlier text is (nearly) whole in
+    the later one and under 55% of its length: the pairs where an update (one report) and a digest
+    (a small item among others) must be told apart. Stratified by the earlier text's share."""
+    records = [{**r, "source": "contained"} for r in silver
+               if r["pair"] not in exclude and r["b_in_a"] >= CONTAINED_MIN
+               and r["len_earlier"] < CONTAINED_MAX_SHARE * r["len_later"]]
     return stratified_sample(records, n, share_band, f"{SEED}:contained")
 
 
@@ -351,7 +346,8 @@ def build_pairs(articles: list[dict], silver_path: str, existing: list[dict], en
 
     Pairs already in `existing` are never changed or dropped, so splits stay fixed once labelled.
     """
-    silver = select_silver(articles, silver_path, quotas)
+    records = silver_records(articles, silver_path)
+    silver = select_silver(records, quotas)
     assign_splits(silver)
     old_silver = {r["pair"]: r for r in existing if r["source"] == "silver"}
     if old_silver:
@@ -370,7 +366,7 @@ def build_pairs(articles: list[dict], silver_path: str, existing: list[dict], en
     held = [r for r in existing if r["source"] == "contained"]
     if contained > len(held):
         exclude = {r["pair"] for r in silver + engine + held}
-        added = select_contained(articles, silver_path, exclude, contained - len(held))
+        added = select_contained(records, exclude, contained - len(held))
         assign_splits(added)
         held += added
     return sorted(silver + engine + held, key=sort_key)
