@@ -83,6 +83,13 @@ pub struct DedupConfig {
     /// the size of one entry of a digest (the earlier item a fifth or less of the later), too
     /// small a part for the later to be "that story".
     pub extension_topic_min_share: f64,
+    /// A duplicate is an `excerpt` or an `extension` only when its length differs from the
+    /// candidate's by at least this share (of the shorter, in 4-gram windows: exact): the later
+    /// is at most 1 / (1 + this) of the earlier's length, or at least 1 + this times it. Two
+    /// texts of about one length are a `copy` or a `rewrite` whatever their sketches say: a few
+    /// sentences more on one side and fewer on the other is not "a part" or "the whole plus new
+    /// text", and estimates from 32 bins cannot tell which side has the few more.
+    pub relation_min_length_change: f64,
     /// A duplicate is a `copy` (rather than a `rewrite`) when the estimated Jaccard is at least
     /// this.
     pub copy_min_jaccard: f64,
@@ -282,22 +289,26 @@ impl DedupConfig {
         }
     }
 
-    /// What kind of repeat A is of B, from the second check in both directions: `copy` when the
-    /// texts are near-identical, `excerpt` when A is the shorter and (almost) all of it is in B,
-    /// `extension` when A is the longer and holds (almost) all of B, `rewrite` otherwise (each
-    /// has material the other lacks). Without a sketch only simhash agreed: `copy`.
+    /// What kind of repeat A is of B: what A removes or adds, from the lengths (exact) and the
+    /// second check in both directions. `excerpt` when A is clearly the shorter
+    /// ([`Self::relation_min_length_change`]) and (almost) all of it is in B, `extension` when A
+    /// is clearly the longer and holds (almost) all of B; otherwise `copy` when the texts are
+    /// near-identical, `rewrite` when each has material the other lacks. Without a sketch only
+    /// simhash agreed: `copy`.
     pub fn relation_of(&self, sim: Option<Similarity>) -> Relation {
         let Some(s) = sim.filter(|s| s.a_bins() + s.b_only_bins > 0) else {
             return Relation::Copy;
         };
         let contained = self.excerpt_min_containment.max(0.5);
         let holds = self.extension_min_contained.max(0.5);
-        if s.jaccard >= self.copy_min_jaccard {
-            Relation::Copy
-        } else if s.a_in_b >= contained && s.a_shingles <= s.b_shingles {
+        let change = 1.0 + self.relation_min_length_change.max(0.0);
+        let ratio = s.length_ratio();
+        if s.a_in_b >= contained && ratio * change <= 1.0 {
             Relation::Excerpt
-        } else if s.b_in_a >= holds && s.a_shingles >= s.b_shingles {
+        } else if s.b_in_a >= holds && ratio >= change {
             Relation::Extension
+        } else if s.jaccard >= self.copy_min_jaccard {
+            Relation::Copy
         } else {
             Relation::Rewrite
         }
@@ -355,21 +366,28 @@ impl DedupConfig {
         );
         let relation = self.relation_of(sim);
         let why_relation = match relation {
-            Relation::Copy => format!("Jaccard {:.2} >= {}", s.jaccard, self.copy_min_jaccard),
+            Relation::Copy => format!(
+                "Jaccard {:.2} >= {}, A {:.0}% of B's length",
+                s.jaccard,
+                self.copy_min_jaccard,
+                100.0 * s.length_ratio()
+            ),
             Relation::Excerpt => format!(
-                "A is the shorter and {:.0}% of it is in B",
+                "A is {:.0}% of B's length and {:.0}% of it is in B",
+                100.0 * s.length_ratio(),
                 100.0 * s.a_in_b
             ),
             Relation::Extension => format!(
-                "A is the longer and holds {:.0}% of B, which is {:.0}% of A's length",
-                100.0 * s.b_in_a,
-                100.0 * s.b_share_of_a()
+                "A is {:.0}% of B's length and holds {:.0}% of B",
+                100.0 * s.length_ratio(),
+                100.0 * s.b_in_a
             ),
             Relation::Rewrite => format!(
-                "{:.0}% of A in B, {:.0}% of B in A, Jaccard {:.2}",
+                "{:.0}% of A in B, {:.0}% of B in A, Jaccard {:.2}, A {:.0}% of B's length",
                 100.0 * s.a_in_b,
                 100.0 * s.b_in_a,
-                s.jaccard
+                s.jaccard,
+                100.0 * s.length_ratio()
             ),
         };
         let relation_text = format!("relation {} ({why_relation})", relation.as_str());
@@ -524,6 +542,7 @@ impl Default for DedupConfig {
             extension_min_share: 0.55,
             extension_min_coherence: 0.88,
             extension_topic_min_share: 0.25,
+            relation_min_length_change: 0.15,
             copy_min_jaccard: 0.8,
             duplicate_relations: Relation::ALL.to_vec(),
             template_discount: true,
@@ -1030,6 +1049,43 @@ mod tests {
         );
         // No sketch: only simhash agreed.
         assert_eq!(rule.relation_of(None), Relation::Copy);
+    }
+
+    #[test]
+    fn relation_follows_what_the_length_change_says() {
+        let rule = DedupConfig::default();
+        // A truncated repost: all of A in B, B a fifth longer. The texts are similar enough for
+        // a copy (Jaccard 0.81), but A keeps only a part.
+        assert_eq!(
+            rule.relation_of(Some(sim(26, 0, 6, 400, 480))),
+            Relation::Excerpt
+        );
+        // The same shares between two texts of one length (a template's two fillings, or a
+        // repost with other chrome): neither is a part of the other.
+        assert_eq!(
+            rule.relation_of(Some(sim(26, 0, 6, 480, 480))),
+            Relation::Copy
+        );
+        // Each holds 86% of the other and A is one window longer: not the earlier whole plus
+        // new text, but each with text the other lacks.
+        assert_eq!(
+            rule.relation_of(Some(sim(24, 4, 4, 587, 586))),
+            Relation::Rewrite
+        );
+        // A holds B and adds a fifth: an update.
+        assert_eq!(
+            rule.relation_of(Some(sim(26, 6, 0, 480, 400))),
+            Relation::Extension
+        );
+        // 0 keeps only the direction: any shorter A wholly in B is an excerpt.
+        let directional = DedupConfig {
+            relation_min_length_change: 0.0,
+            ..DedupConfig::default()
+        };
+        assert_eq!(
+            directional.relation_of(Some(sim(24, 0, 2, 479, 480))),
+            Relation::Excerpt
+        );
     }
 
     #[test]

@@ -79,6 +79,16 @@ impl Similarity {
         }
     }
 
+    /// A's length over B's (by 4-gram windows; 1 when B has none): what A adds (above 1) or
+    /// removes (below 1), exactly.
+    pub fn length_ratio(&self) -> f64 {
+        if self.b_shingles == 0 {
+            1.0
+        } else {
+            f64::from(self.a_shingles) / f64::from(self.b_shingles)
+        }
+    }
+
     /// Bins that carry evidence about A (shared, or A's only), template bins left out.
     pub fn a_bins(&self) -> u32 {
         self.shared_bins + self.a_only_bins

@@ -750,6 +750,31 @@ def chains(output_path: str) -> tuple[UnionFind, set[str]]:
     return uf, seen
 
 
+RELATIONS_SAME = ("copy", "rewrite", "excerpt", "extension")
+
+
+def relation_agreement(items: list[tuple[dict, bool]], output_path: str) -> dict:
+    """How often the engine's `match.relation` is the readers' relation, over the `same` pairs the
+    engine links directly (the later's match names the earlier, or names its original `via` it):
+    the relation auditors read in `articles.duplicate`. A pair linked only through a chain has no
+    relation of its own and is not counted. Confusion: reader relation -> engine relation -> pairs."""
+    dec = decisions(output_path)
+    confusion: dict[str, dict[str, int]] = {r: {} for r in RELATIONS_SAME}
+    agree = n = 0
+    for lab, linked in items:
+        if lab["label"] != "same" or not linked:
+            continue
+        match = (dec.get(lab["later"]) or {}).get("match") or {}
+        if lab["earlier"] not in (match.get("id"), match.get("via")):
+            continue
+        engine = match.get("relation") or "none"
+        row = confusion.setdefault(lab["relation"], {})
+        row[engine] = row.get(engine, 0) + 1
+        n += 1
+        agree += engine == lab["relation"]
+    return {"agree": rate(agree, n), "confusion": confusion}
+
+
 def rate(k: int, n: int) -> dict:
     ci = wilson(k, n)
     return {"k": k, "n": n, "rate": round(k / n, 4) if n else None,
@@ -810,9 +835,20 @@ def score(pairs: list[dict], labels: list[dict], output_path: str, split: str, l
         "different_flagged": report["overall"]["flagged"]}
     report["targets"] = {k: {"op": op, "value": v,
                              "met": _met(report["headline"][k]["rate"], op, v)} for k, (op, v) in TARGETS.items()}
+    report["relation"] = relation_agreement(items, output_path)
     if listing:
         report["listed"] = {"kind": listing, "pairs": listed_pairs(items, output_path, listing)}
     return report
+
+
+def format_relation(agreement: dict) -> list[str]:
+    """The relation agreement as a confusion table (reader relation by row)."""
+    engines = list(RELATIONS_SAME) + sorted({e for row in agreement["confusion"].values() for e in row}
+                                            - set(RELATIONS_SAME))
+    lines = ["reader / engine".ljust(16) + "".join(f"{e:>10s}" for e in engines)]
+    for reader, row in agreement["confusion"].items():
+        lines.append(f"{reader:16s}" + "".join(f"{row.get(e, 0):>10d}" for e in engines))
+    return lines
 
 
 def _met(value: float | None, op: str, target: float) -> bool | None:
@@ -851,6 +887,10 @@ def format_table(report: dict) -> str:
     for field, groups in report["by"].items():
         for k, s in groups.items():
             lines.append(row(f"{field}={k}", s))
+    if "relation" in report:
+        lines += ["", f"relation (match.relation = the readers', same pairs linked directly): "
+                      f"{fmt_rate(report['relation']['agree'])}"]
+        lines += ["  " + line for line in format_relation(report["relation"])]
     return "\n".join(lines)
 
 
@@ -973,6 +1013,19 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
         for k, s in groups.items():
             lines.append(f"| {field} = {k} | {s['pairs']} | {cell(s['recall'])} | {cell(s['precision'])} | "
                          f"{cell(s['flagged'])} |")
+    if "relation" in report:
+        agreement = report["relation"]
+        engines = list(RELATIONS_SAME) + sorted({e for row in agreement["confusion"].values() for e in row}
+                                                - set(RELATIONS_SAME))
+        lines += ["", "The relation the engine gives (`match.relation`, what auditors read) against the readers', "
+                  "over the `same` pairs it links directly (the later's match names the earlier): "
+                  f"{cell(agreement['agree'])}"
+                  + (f", 95% interval {agreement['agree']['ci95'][0]:.2f}-{agreement['agree']['ci95'][1]:.2f}"
+                     if agreement["agree"]["n"] else "") + ".",
+                  "", "| reader / engine | " + " | ".join(engines) + " |",
+                  "|---|" + "---|" * len(engines)]
+        for reader, row in agreement["confusion"].items():
+            lines.append(f"| {reader} | " + " | ".join(str(row.get(e, 0)) for e in engines) + " |")
     guide_path = os.path.join(HERE, "natural", "GUIDE.md")
     if os.path.exists(guide_path):
         guide = open(guide_path, encoding="utf-8").read().splitlines()

@@ -196,9 +196,9 @@ RULES_SECTION = [
     "other items are other stories). Computed only for such candidates; `compare` shows "
     "`second_check.topic` |", "",
     "| relation (`match.relation`) | when |", "|---|---|",
-    "| `copy` | Jaccard >= 0.8 (or no sketch: simhash alone agreed) |",
-    "| `excerpt` | A is the shorter and `a_in_b` >= 0.9 |",
-    "| `extension` | A is the longer and `b_in_a` >= 0.85 |",
+    "| `excerpt` | A is 15% or more shorter (at most 1/1.15 of B's length) and `a_in_b` >= 0.9: it keeps a part |",
+    "| `extension` | A is 15% or more longer and `b_in_a` >= 0.85: B whole plus new text |",
+    "| `copy` | otherwise, Jaccard >= 0.8 (or no sketch: simhash alone agreed) |",
     "| `rewrite` | otherwise: each text has material the other lacks |", "",
     "**Templates.** The band index knows which 4-gram values many indexed articles hold: a band bucket "
     "held by more than 32 articles (8 for a one-bin containment band) is crowded. The bins of A's crowded "

@@ -301,6 +301,35 @@ class ScoreTest(unittest.TestCase):
         with self.assertRaises(SystemExit):  # the only tune pair is absent from the output
             natural.score(self.pairs, self.labels, self.out, "tune")
 
+    def test_relation_agreement_counts_direct_links_only(self):
+        # e1-l1 is linked directly with another relation than the readers'; e4-l4 only through x
+        # (no relation of its own for the pair); a `via` match counts as direct.
+        out = os.path.join(self.tmp.name, "rel.jsonl")
+        write_jsonl(out, [{"id": "e1", "dedup": {"decision": "unique"}},
+                          {"id": "l1", "dedup": {"decision": "duplicate",
+                                                 "match": {"id": "e1", "relation": "excerpt"}}},
+                          {"id": "o", "dedup": {"decision": "unique"}},
+                          {"id": "e2", "dedup": {"decision": "duplicate",
+                                                 "match": {"id": "o", "relation": "extension"}}},
+                          {"id": "l2", "dedup": {"decision": "duplicate",
+                                                 "match": {"id": "o", "via": "e2", "relation": "extension"}}},
+                          {"id": "e3", "dedup": {"decision": "unique"}},
+                          {"id": "l3", "dedup": {"decision": "unique"}},
+                          {"id": "e4", "dedup": {"decision": "unique"}},
+                          {"id": "l4", "dedup": {"decision": "duplicate", "match": {"id": "x", "relation": "copy"}}},
+                          {"id": "x", "dedup": {"decision": "duplicate", "match": {"id": "e4", "relation": "copy"}}}])
+        rep = natural.score(self.pairs, self.labels, out, "test")
+        agreement = rep["relation"]
+        self.assertEqual((agreement["agree"]["k"], agreement["agree"]["n"]), (1, 2))
+        self.assertEqual(agreement["confusion"]["copy"], {"excerpt": 1})
+        self.assertEqual(agreement["confusion"]["extension"], {"extension": 1})
+        table = natural.format_table(rep)
+        self.assertIn("same pairs linked directly", table)
+        self.assertIn("1/2", table)
+        section = natural.doc_section(rep, None, "cmd")
+        self.assertIn("| reader / engine | copy | rewrite | excerpt | extension |", section)
+        self.assertIn("| copy | 0 | 0 | 1 | 0 |", section)
+
     def test_listing_names_the_wrong_pairs_with_their_decisions(self):
         rep = natural.score(self.pairs, self.labels, self.out, "test", "errors")
         listed = {r["pair"]: r for r in rep["listed"]["pairs"]}

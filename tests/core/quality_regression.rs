@@ -236,6 +236,14 @@ fn natural_pairs_stay_at_their_recorded_level() {
         flagged <= NATURAL_MAX_DIFFERENT_FLAGGED,
         "different reports linked: {flagged:.3} > {NATURAL_MAX_DIFFERENT_FLAGGED}"
     );
+    // What auditors read: the relation of the directly linked pairs against the readers'.
+    let relation = report["relation"]["agree"]["rate"].as_f64().unwrap_or(0.0);
+    assert!(
+        relation >= NATURAL_MIN_RELATION_AGREEMENT,
+        "match.relation agrees with the readers' on {relation:.3} of the directly linked pairs, \
+         below {NATURAL_MIN_RELATION_AGREEMENT}: {}",
+        report["relation"]
+    );
 }
 
 /// Natural test-half floors (docs/QUALITY.md "Natural pairs"), rounded down.
@@ -246,3 +254,6 @@ const NATURAL_FLOORS: [(&str, f64); 3] = [
 ];
 /// Largest share of different reports linked (docs/QUALITY.md), rounded up.
 const NATURAL_MAX_DIFFERENT_FLAGGED: f64 = 0.08;
+/// Smallest share of directly linked same pairs whose `match.relation` is the readers'
+/// (docs/QUALITY.md), rounded down.
+const NATURAL_MIN_RELATION_AGREEMENT: f64 = 0.78;
