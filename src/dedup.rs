@@ -366,6 +366,11 @@ impl DedupConfig {
         );
         let relation = self.relation_of(sim);
         let why_relation = match relation {
+            // No bin holds evidence (a text that cleaning empties, or every bin template):
+            // only simhash agreed, as without a sketch.
+            Relation::Copy if s.a_bins() + s.b_only_bins == 0 => {
+                "no sketch bins to compare: simhash alone agreed".to_owned()
+            }
             Relation::Copy => format!(
                 "Jaccard {:.2} >= {}, A {:.0}% of B's length",
                 s.jaccard,
@@ -1077,6 +1082,13 @@ mod tests {
             rule.relation_of(Some(sim(26, 6, 0, 480, 400))),
             Relation::Extension
         );
+        // Sketches with no bin to compare (cleaning left no text): simhash alone, a copy, and
+        // the explanation does not quote a Jaccard it never measured.
+        let empty = sim(0, 0, 0, 0, 0);
+        assert_eq!(rule.relation_of(Some(empty)), Relation::Copy);
+        let why = rule.explain(0, Some(empty));
+        assert!(why.contains("simhash alone agreed"), "{why}");
+        assert!(!why.contains("Jaccard"), "{why}");
         // 0 keeps only the direction: any shorter A wholly in B is an excerpt.
         let directional = DedupConfig {
             relation_min_length_change: 0.0,
