@@ -1030,58 +1030,34 @@ mod tests {
     }
 
     #[test]
-    fn relation_from_both_directions() {
+    fn relation_follows_what_the_later_removes_or_adds() {
         let rule = DedupConfig::default();
-        // Near-identical.
-        assert_eq!(
-            rule.relation_of(Some(sim(30, 1, 1, 500, 500))),
-            Relation::Copy
-        );
-        // A is half of B, all of it in B.
-        assert_eq!(
-            rule.relation_of(Some(sim(16, 0, 16, 250, 500))),
-            Relation::Excerpt
-        );
-        // A holds B whole plus as much again.
-        assert_eq!(
-            rule.relation_of(Some(sim(16, 16, 0, 1000, 500))),
-            Relation::Extension
-        );
-        // Each has a third the other lacks.
-        assert_eq!(
-            rule.relation_of(Some(sim(16, 8, 8, 500, 500))),
-            Relation::Rewrite
-        );
+        let cases = [
+            // Near-identical.
+            (sim(30, 1, 1, 500, 500), Relation::Copy),
+            // A is half of B, all of it in B.
+            (sim(16, 0, 16, 250, 500), Relation::Excerpt),
+            // A holds B whole plus as much again.
+            (sim(16, 16, 0, 1000, 500), Relation::Extension),
+            // Each has a third the other lacks.
+            (sim(16, 8, 8, 500, 500), Relation::Rewrite),
+            // A truncated repost: all of A in B, B a fifth longer. Similar enough for a copy
+            // (Jaccard 0.81), but A keeps only a part.
+            (sim(26, 0, 6, 400, 480), Relation::Excerpt),
+            // The same shares between two texts of one length (a template's two fillings, a
+            // repost under other chrome): neither is a part of the other.
+            (sim(26, 0, 6, 480, 480), Relation::Copy),
+            // Each holds 86% of the other and A is one window longer: not the earlier whole plus
+            // new text, but each with text the other lacks.
+            (sim(24, 4, 4, 587, 586), Relation::Rewrite),
+            // A holds B and adds a fifth: an update.
+            (sim(26, 6, 0, 480, 400), Relation::Extension),
+        ];
+        for (s, want) in cases {
+            assert_eq!(rule.relation_of(Some(s)), want, "{s:?}");
+        }
         // No sketch: only simhash agreed.
         assert_eq!(rule.relation_of(None), Relation::Copy);
-    }
-
-    #[test]
-    fn relation_follows_what_the_length_change_says() {
-        let rule = DedupConfig::default();
-        // A truncated repost: all of A in B, B a fifth longer. The texts are similar enough for
-        // a copy (Jaccard 0.81), but A keeps only a part.
-        assert_eq!(
-            rule.relation_of(Some(sim(26, 0, 6, 400, 480))),
-            Relation::Excerpt
-        );
-        // The same shares between two texts of one length (a template's two fillings, or a
-        // repost with other chrome): neither is a part of the other.
-        assert_eq!(
-            rule.relation_of(Some(sim(26, 0, 6, 480, 480))),
-            Relation::Copy
-        );
-        // Each holds 86% of the other and A is one window longer: not the earlier whole plus
-        // new text, but each with text the other lacks.
-        assert_eq!(
-            rule.relation_of(Some(sim(24, 4, 4, 587, 586))),
-            Relation::Rewrite
-        );
-        // A holds B and adds a fifth: an update.
-        assert_eq!(
-            rule.relation_of(Some(sim(26, 6, 0, 480, 400))),
-            Relation::Extension
-        );
         // Sketches with no bin to compare (cleaning left no text): simhash alone, a copy, and
         // the explanation does not quote a Jaccard it never measured.
         let empty = sim(0, 0, 0, 0, 0);
