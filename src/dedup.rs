@@ -296,7 +296,7 @@ impl DedupConfig {
     /// near-identical, `rewrite` when each has material the other lacks. Without a sketch only
     /// simhash agreed: `copy`.
     pub fn relation_of(&self, sim: Option<Similarity>) -> Relation {
-        let Some(s) = sim.filter(|s| s.a_bins() + s.b_only_bins > 0) else {
+        let Some(s) = sim.filter(|s| s.compared_bins() > 0) else {
             return Relation::Copy;
         };
         let contained = self.excerpt_min_containment.max(0.5);
@@ -368,7 +368,7 @@ impl DedupConfig {
         let why_relation = match relation {
             // No bin holds evidence (a text that cleaning empties, or every bin template):
             // only simhash agreed, as without a sketch.
-            Relation::Copy if s.a_bins() + s.b_only_bins == 0 => {
+            Relation::Copy if s.compared_bins() == 0 => {
                 "no sketch bins to compare: simhash alone agreed".to_owned()
             }
             Relation::Copy => format!(

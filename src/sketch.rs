@@ -93,6 +93,12 @@ impl Similarity {
     pub fn a_bins(&self) -> u32 {
         self.shared_bins + self.a_only_bins
     }
+
+    /// Bins that carry evidence about either text (shared, A's only or B's only): none when
+    /// cleaning left one of them no text, or every bin was template.
+    pub fn compared_bins(&self) -> u32 {
+        self.a_bins() + self.b_only_bins
+    }
 }
 
 /// Bit `i` set: bin `i`. A set of bins, e.g. those whose value is common in the index.

@@ -700,10 +700,10 @@ def describe_decision(dedup: dict) -> str:
 LIST_KINDS = ("missed", "false", "errors", "all")
 
 
-def listed_pairs(items: list[tuple[dict, bool]], output_path: str, kind: str) -> list[dict]:
+def listed_pairs(items: list[tuple[dict, bool]], dec: dict[str, dict], kind: str) -> list[dict]:
     """The scored pairs one by one (`kind`: missed = same and not linked, false = different and
-    linked, errors = both, all), with both articles' decisions, for reading the tuning half."""
-    dec = decisions(output_path)
+    linked, errors = both, all), with both articles' decisions (`dec`, from `decisions`), for
+    reading the tuning half."""
     rows = []
     for lab, linked in items:
         wrong = linked != (lab["label"] == "same")
@@ -750,16 +750,13 @@ def chains(output_path: str) -> tuple[UnionFind, set[str]]:
     return uf, seen
 
 
-RELATIONS_SAME = ("copy", "rewrite", "excerpt", "extension")
-
-
-def relation_agreement(items: list[tuple[dict, bool]], output_path: str) -> dict:
+def relation_agreement(items: list[tuple[dict, bool]], dec: dict[str, dict]) -> dict:
     """How often the engine's `match.relation` is the readers' relation, over the `same` pairs the
     engine links directly (the later's match names the earlier, or names its original `via` it):
     the relation auditors read in `articles.duplicate`. A pair linked only through a chain has no
-    relation of its own and is not counted. Confusion: reader relation -> engine relation -> pairs."""
-    dec = decisions(output_path)
-    confusion: dict[str, dict[str, int]] = {r: {} for r in RELATIONS_SAME}
+    relation of its own and is not counted. `dec`: the run's decisions (`decisions`). Confusion:
+    reader relation -> engine relation -> pairs."""
+    confusion: dict[str, dict[str, int]] = {r: {} for r in SAME_RELATIONS}
     agree = n = 0
     for lab, linked in items:
         if lab["label"] != "same" or not linked:
@@ -835,16 +832,22 @@ def score(pairs: list[dict], labels: list[dict], output_path: str, split: str, l
         "different_flagged": report["overall"]["flagged"]}
     report["targets"] = {k: {"op": op, "value": v,
                              "met": _met(report["headline"][k]["rate"], op, v)} for k, (op, v) in TARGETS.items()}
-    report["relation"] = relation_agreement(items, output_path)
+    dec = decisions(output_path)
+    report["relation"] = relation_agreement(items, dec)
     if listing:
-        report["listed"] = {"kind": listing, "pairs": listed_pairs(items, output_path, listing)}
+        report["listed"] = {"kind": listing, "pairs": listed_pairs(items, dec, listing)}
     return report
+
+
+def relation_columns(agreement: dict) -> list[str]:
+    """The engine relations of a confusion table: the four, then any other the run gave."""
+    others = {e for row in agreement["confusion"].values() for e in row} - set(SAME_RELATIONS)
+    return list(SAME_RELATIONS) + sorted(others)
 
 
 def format_relation(agreement: dict) -> list[str]:
     """The relation agreement as a confusion table (reader relation by row)."""
-    engines = list(RELATIONS_SAME) + sorted({e for row in agreement["confusion"].values() for e in row}
-                                            - set(RELATIONS_SAME))
+    engines = relation_columns(agreement)
     lines = ["reader / engine".ljust(16) + "".join(f"{e:>10s}" for e in engines)]
     for reader, row in agreement["confusion"].items():
         lines.append(f"{reader:16s}" + "".join(f"{row.get(e, 0):>10d}" for e in engines))
@@ -1015,8 +1018,7 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
                          f"{cell(s['flagged'])} |")
     if "relation" in report:
         agreement = report["relation"]
-        engines = list(RELATIONS_SAME) + sorted({e for row in agreement["confusion"].values() for e in row}
-                                                - set(RELATIONS_SAME))
+        engines = relation_columns(agreement)
         lines += ["", "The relation the engine gives (`match.relation`, what auditors read) against the readers', "
                   "over the `same` pairs it links directly (the later's match names the earlier): "
                   f"{cell(agreement['agree'])}"
