@@ -102,6 +102,10 @@ enum Cmd {
         seconds: u64,
         #[arg(long, default_value_t = 0)]
         skip: usize,
+        /// Also write every record's times to this file, one line each: input create time,
+        /// output record time, receipt time (ms since the epoch), to see when the tail happens.
+        #[arg(long)]
+        samples: Option<PathBuf>,
     },
     /// Read the output topics until every one of --expect inputs has an output; print the
     /// decisions: counts, each duplicate and what it repeats, each invalid record's reason.
@@ -595,6 +599,7 @@ fn main() {
             rate,
             seconds,
             skip,
+            samples: samples_file,
         } => {
             let count = (rate * seconds) as usize;
             let articles = keyed(corpus(skip, count));
@@ -613,6 +618,13 @@ fn main() {
             let mut r = report(&samples, count);
             r["offered_rate"] = json!(rate);
             r["produce_seconds"] = json!(secs);
+            if let Some(path) = samples_file {
+                let lines: String = samples
+                    .iter()
+                    .map(|s| format!("{} {} {}\n", s.source_ts, s.output_ts, s.received_ms))
+                    .collect();
+                std::fs::write(&path, lines).expect("write --samples file");
+            }
             println!("{r}");
             if samples.len() < count {
                 std::process::exit(1);

@@ -21,6 +21,7 @@
 #
 # Extra `newsdedup run` arguments: NEWSDEDUP_BENCH_ARGS (e.g. "-X fetch.wait.max.ms=20").
 # Another build of the service (an A/B against an older commit): NEWSDEDUP_BENCH_BIN=/path/newsdedup.
+# Every phase-2 record's times (input, output record, receipt; ms) into a file: NEWSDEDUP_BENCH_SAMPLES=FILE.
 # Also printed: the service's peak RSS (VmHWM) and the mean records per index fsync (group commit).
 #
 # Everything runs on this machine: broker (scripts/broker.sh, Tansu), service, load generator
@@ -92,7 +93,8 @@ echo "== latency at $RATE articles/s for ${SECS}s" >&2
           awk '$1 ~ /^newsdedup_standby_lag_records[{]/ {s += $2} END {print s + 0}'
   done >"$WORK/standby_lag" ) &
 SAMPLER_PID=$!
-LATENCY="$("$LOAD" latency --brokers "$B" --rate "$RATE" --seconds "$SECS" --skip "$N")"
+LATENCY="$("$LOAD" latency --brokers "$B" --rate "$RATE" --seconds "$SECS" --skip "$N" \
+    ${NEWSDEDUP_BENCH_SAMPLES:+--samples "$NEWSDEDUP_BENCH_SAMPLES"})"
 kill "$SAMPLER_PID" 2>/dev/null || true
 wait "$SAMPLER_PID" 2>/dev/null || true
 SAMPLER_PID=""

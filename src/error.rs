@@ -58,6 +58,9 @@ pub enum IndexError {
     /// name the engine's types.
     #[error("storage error on {dir}: {message}")]
     Storage { dir: PathBuf, message: String },
+    /// The storage engine's process-wide environment (its background threads) refused a setting.
+    #[error("storage engine environment: {0}")]
+    Environment(String),
     #[error("I/O error on {dir}: {source}")]
     Io {
         dir: PathBuf,

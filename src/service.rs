@@ -47,6 +47,8 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let runtime = io_runtime()?;
 
     // The index first: a second process on the same directory fails here, before touching Kafka.
+    RocksIndex::lower_background_priority()
+        .context("cannot lower the index's background priority")?;
     let (fingerprinter, mut index) = open_index(&settings)?;
     let health = Arc::new(Health::new(settings.progress_timeout()));
     serve_http(&runtime, &settings, &health)?;
@@ -186,6 +188,9 @@ pub fn standby(
         .context("invalid settings for `standby`")?;
     start_logging(&settings);
     let runtime = io_runtime()?;
+    // The standby often shares a machine with the service it follows: its flushes wait too.
+    RocksIndex::lower_background_priority()
+        .context("cannot lower the index's background priority")?;
     let (fingerprinter, mut index) = open_index(&settings)?;
     let status = Arc::new(StandbyStatus::default());
     let (s1, s2) = (status.clone(), status.clone());

@@ -885,6 +885,38 @@ mod tests {
         );
     }
 
+    /// After `lower_background_priority`, the thread that runs flushes works at nice 19 (it
+    /// takes the priority when it picks up its next job; the process's other threads keep theirs).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_threads_run_at_the_lowest_priority() {
+        fn nice_of_threads(name: &str) -> Vec<i64> {
+            let mut found = Vec::new();
+            for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+                if comm.trim() != name {
+                    continue;
+                }
+                let stat = std::fs::read_to_string(task.path().join("stat")).unwrap();
+                // Fields after the parenthesised name: state is field 3, nice field 19.
+                let rest = &stat[stat.rfind(')').unwrap() + 2..];
+                found.push(rest.split(' ').nth(16).unwrap().parse().unwrap());
+            }
+            found
+        }
+        RocksIndex::lower_background_priority().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        index.insert("a", &article(0, 0, 1), true).unwrap();
+        index.flush().unwrap();
+        let flush_threads = nice_of_threads("rocksdb:high");
+        assert!(!flush_threads.is_empty(), "no flush thread found");
+        assert!(flush_threads.iter().all(|&n| n == 19), "{flush_threads:?}");
+        let test_thread = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+        let own = nice_of_threads(test_thread.trim());
+        assert!(own.iter().all(|&n| n == 0), "{own:?}");
+    }
+
     /// Articles removed by the retention window leave empty band buckets, which the next
     /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
     /// bucket that loses members stays crowded (and `verify` accepts it).
