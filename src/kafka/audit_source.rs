@@ -71,20 +71,11 @@ fn now_ms() -> i64 {
 
 pub(crate) fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsumer> {
     let mut config = ClientConfig::new();
-    config
-        .set("client.id", "newsdedup-audit")
-        .set("auto.offset.reset", "earliest")
-        .set("fetch.wait.max.ms", "100");
-    for (k, v) in properties {
+    for (k, v) in super::properties::plain_reader(properties, "newsdedup-audit") {
         config.set(k, v);
     }
-    // A reader: never a member of the service's group, never a commit; the end of a partition
-    // is reported so a pass knows when it is done.
-    config
-        .set("group.id", "newsdedup-audit")
-        .set("enable.auto.commit", "false")
-        .set("enable.auto.offset.store", "false")
-        .set("enable.partition.eof", "true");
+    // The end of a partition is reported so a pass knows when it is done.
+    config.set("enable.partition.eof", "true");
     config
         .create()
         .context("cannot create the Kafka consumer (check -X properties)")

@@ -55,18 +55,9 @@ impl Follower {
         client_id: &str,
     ) -> Result<Follower> {
         let mut config = ClientConfig::new();
-        config
-            .set("client.id", client_id)
-            .set("fetch.wait.max.ms", "100");
-        for (k, v) in properties {
+        for (k, v) in super::properties::plain_reader(properties, client_id) {
             config.set(k, v);
         }
-        // A reader: never a member of the service's group, never a commit.
-        config
-            .set("group.id", client_id)
-            .set("enable.auto.commit", "false")
-            .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", "earliest");
         let consumer: BaseConsumer = config
             .create()
             .context("cannot create the Kafka consumer (check -X properties)")?;

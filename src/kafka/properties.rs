@@ -223,6 +223,34 @@ pub fn reader_properties(
     plain_client_properties(service, brokers, env, flags, &PRODUCER_ONLY)
 }
 
+/// The properties of a plain reader of topics (audit, replay's plan, the standby's and the
+/// rebuild's follower), `client_id` naming it: `properties` over the reader's defaults, then what
+/// a reader must be: never a member of the service's group, never a commit, never a skip, and no librdkafka
+/// statistics (a reader has no use for them, and librdkafka's default handler would log each one
+/// at INFO, ~10 KB every `statistics.interval.ms`, which the service's properties set).
+pub fn plain_reader(
+    properties: &BTreeMap<String, String>,
+    client_id: &str,
+) -> BTreeMap<String, String> {
+    let mut reader: BTreeMap<String, String> =
+        [("client.id", client_id), ("fetch.wait.max.ms", "100")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+    reader.extend(properties.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for (k, v) in [
+        ("group.id", client_id),
+        ("enable.auto.commit", "false"),
+        ("enable.auto.offset.store", "false"),
+        // A position past what retention kept restarts at the oldest record, never skips.
+        ("auto.offset.reset", "earliest"),
+        ("statistics.interval.ms", "0"),
+    ] {
+        reader.insert(k.to_owned(), v.to_owned());
+    }
+    reader
+}
+
 /// The user's properties (layered as for `run`) but those in `other_kind` (the properties of the
 /// other kind of client), then `bootstrap.servers`.
 fn plain_client_properties(
@@ -376,6 +404,36 @@ const PRODUCER_ONLY: [&str; 29] = [
 
 #[cfg(test)]
 mod tests {
+    /// A reader built from the service's consumer properties keeps the connection settings but
+    /// neither joins the group, commits, nor asks for statistics it would only log.
+    #[test]
+    fn a_plain_reader_never_joins_commits_or_asks_for_statistics() {
+        let given: BTreeMap<String, String> = [
+            ("bootstrap.servers", "b:9092"),
+            ("group.id", "newsdedup"),
+            ("statistics.interval.ms", "5000"),
+            ("enable.auto.commit", "true"),
+            ("auto.offset.reset", "latest"),
+            ("fetch.wait.max.ms", "10"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let reader = plain_reader(&given, "newsdedup-standby");
+        for (k, v) in [
+            ("bootstrap.servers", "b:9092"),
+            ("fetch.wait.max.ms", "10"),
+            ("client.id", "newsdedup-standby"),
+            ("group.id", "newsdedup-standby"),
+            ("enable.auto.commit", "false"),
+            ("enable.auto.offset.store", "false"),
+            ("statistics.interval.ms", "0"),
+            ("auto.offset.reset", "earliest"),
+        ] {
+            assert_eq!(reader.get(k).map(String::as_str), Some(v), "{k}");
+        }
+    }
+
     use super::*;
 
     #[test]
