@@ -9,6 +9,7 @@
 //! and figures, a digest's other items do not.
 
 use crate::sketch::{self, Sketch};
+use crate::text::clean::is_word_char;
 use serde::Serialize;
 
 /// A's heaviest words kept for the topic check.
@@ -40,6 +41,63 @@ pub struct Topic {
     /// The weight share of A's heavy words in B's part that A's added text repeats: about 1 for
     /// an update of the same story, about 0 for a digest of other stories.
     pub coherence: f64,
+}
+
+/// Whether `text` holds the word `term` as a word: a term that starts (ends) with a Latin letter
+/// or a digit must not continue one there, so "4" is not found in "1942", nor "nba" in
+/// "wnba". Short figures are among an article's heaviest words (its title's scores and dates),
+/// and every digit string of an unrelated text would otherwise repeat them.
+fn holds_term(text: &str, term: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let (first, last) = (term.chars().next(), term.chars().next_back());
+    text.match_indices(term).any(|(at, _)| {
+        let joins_before = alnum(first) && alnum(text[..at].chars().next_back());
+        let joins_after = alnum(last) && alnum(text[at + term.len()..].chars().next());
+        !joins_before && !joins_after
+    })
+}
+
+/// The byte range `part` of `text` widened over the rest of `toward` (a byte range around it),
+/// as evenly on both sides as it allows, until it holds `shingled` word characters (those the
+/// sketch's 4-grams are made of) or all of `toward`.
+fn widen_to(
+    text: &str,
+    part: (usize, usize),
+    toward: (usize, usize),
+    shingled: usize,
+) -> (usize, usize) {
+    let words = |from: usize, to: usize| {
+        text.get(from..to)
+            .map_or(0, |t| t.chars().filter(|&c| is_word_char(c)).count())
+    };
+    let (start, end) = part;
+    let missing = shingled.saturating_sub(words(start, end));
+    let (room_before, room_after) = (
+        words(toward.0.min(start), start),
+        words(end, toward.1.max(end)),
+    );
+    // Half each, the rest of one side's share to the other.
+    let after = (missing - (missing / 2).min(room_before)).min(room_after);
+    let before = (missing - after).min(room_before);
+    let word = |&(_, c): &(usize, char)| is_word_char(c);
+    let start = match before {
+        0 => start,
+        n => text[..start]
+            .char_indices()
+            .rev()
+            .filter(word)
+            .nth(n - 1)
+            .map_or(start, |(i, _)| i),
+    };
+    let end = match after {
+        0 => end,
+        n => text[end..]
+            .char_indices()
+            .filter(word)
+            .nth(n - 1)
+            .map_or(end, |(i, c)| end + i + c.len_utf8()),
+    };
+    (start, end)
 }
 
 /// Sentence ends: where B's part is widened to, so that it holds B's whole sentences.
@@ -78,6 +136,9 @@ impl Outline {
     /// 4-grams is in A's text or A adds nothing to B's part.
     pub fn topic(&self, earlier: &Sketch) -> Option<Topic> {
         let found = sketch::locate(&self.content, earlier);
+        if found.is_empty() {
+            return None;
+        }
         // B's part: the stretch of A as long as B (with room for the 4-grams B's sampling missed
         // at either end) holding the most of B's sampled 4-grams. A chance hit on a common 4-gram
         // elsewhere in A stays out of it.
@@ -92,6 +153,8 @@ impl Outline {
                 best = (first, last + 1);
             }
         }
+        // Where B's sampled 4-grams occur at all (the stretch before it is narrowed below).
+        let occurs = (found[best.0].end, found[best.1 - 1].end);
         // Bins, not hits: a 4-gram B sampled may recur in A (an update repeats the story's
         // phrases), so the stretch is narrowed to the shortest one that holds every located bin.
         let mut hits = [0u32; sketch::BINS];
@@ -114,9 +177,18 @@ impl Outline {
             return None;
         }
         let text = self.content.as_str();
+        // Widened up to B's length (its 4-gram windows + 3 word characters) over where B's
+        // sampled 4-grams occur: where B repeats itself (its opening line quoted again, one
+        // sentence said over and over) every located bin fits in a shorter stretch, and the rest
+        // of B must not count as text A adds to it. Not beyond: B's length is more than its part
+        // when A holds B only in part, and the rest is what A adds.
+        let (first_end, last_end) = widen_to(
+            text,
+            (found[best.0].end, found[best.1 - 1].end),
+            occurs,
+            earlier.shingles as usize + 3,
+        );
         // From the sentence before the first located 4-gram to the end of the last one's.
-        let first_end = found[best.0].end;
-        let last_end = found[best.1 - 1].end;
         let start = text[..first_end]
             .char_indices()
             .rev()
@@ -133,9 +205,9 @@ impl Outline {
         }
         let (mut in_part, mut repeated) = (0.0, 0.0);
         for (word, weight) in self.terms().filter(|(word, _)| !word.is_empty()) {
-            if part.contains(word) {
+            if holds_term(part, word) {
                 in_part += weight;
-                if before.contains(word) || after.contains(word) {
+                if holds_term(before, word) || holds_term(after, word) {
                     repeated += weight;
                 }
             }
@@ -197,6 +269,68 @@ mod tests {
         let item_outline = outline(ITEM);
         let words: Vec<&str> = item_outline.terms().map(|(w, _)| w).collect();
         assert_eq!(words, ["云溪水库", "青山县", "扩建", "乡镇"]);
+    }
+
+    #[test]
+    fn figures_and_latin_words_are_found_whole_only() {
+        assert!(holds_term("比分111-134，", "111-134"));
+        assert!(holds_term("第4名", "4"));
+        assert!(holds_term("nba常规赛", "nba"));
+        assert!(!holds_term("1942年", "4"));
+        assert!(!holds_term("2018-12-27", "12-2"));
+        assert!(!holds_term("wnba球员", "nba"));
+        assert!(
+            holds_term("1942年和4年", "4"),
+            "a later whole occurrence counts"
+        );
+        assert!(
+            holds_term("云溪水库扩建", "水库"),
+            "Chinese words have no such boundary"
+        );
+    }
+
+    /// A digest's other items mention other figures (years, dates, amounts): the earlier
+    /// item's short figures inside them are no repetition of its story.
+    #[test]
+    fn other_figures_do_not_repeat_the_items_figures() {
+        let item = "火箭4胜6负排名第12，勇士10胜2负领跑西部。";
+        let other = "该公司1946年成立，2018年员工规模达到12万人，营收增长46%。";
+        let heavy = [
+            ("火箭", 9.0),
+            ("勇士", 9.0),
+            ("4", 8.0),
+            ("6", 8.0),
+            ("12", 8.0),
+            ("10", 8.0),
+            ("2", 8.0),
+        ];
+        let text = format!("{item}{other}");
+        let t = Outline::new(
+            text.clone(),
+            heavy.into_iter().filter(|(w, _)| text.contains(w)),
+        )
+        .topic(&Sketch::of(item))
+        .unwrap();
+        assert!(t.coherence <= 0.2, "{t:?}");
+    }
+
+    /// An item that repeats itself (a sentence said twice, its opening line quoted again) is
+    /// B's part whole: its second saying is not text the digest adds.
+    #[test]
+    fn an_item_that_repeats_itself_is_not_its_own_update() {
+        for (item, at_start) in [
+            (format!("{ITEM}{ITEM}{ITEM}"), true),
+            (format!("{ITEM}{ITEM}"), false),
+        ] {
+            let digest = if at_start {
+                format!("{item}{OTHER_STORY}")
+            } else {
+                format!("{OTHER_STORY}{item}")
+            };
+            let t = outline(&digest).topic(&Sketch::of(&item)).unwrap();
+            assert!(t.coherence <= 0.1, "{t:?}");
+            assert!(t.added_share < 0.5, "{t:?}");
+        }
     }
 
     #[test]
