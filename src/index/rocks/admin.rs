@@ -910,8 +910,9 @@ mod tests {
         index.insert("a", &article(0, 0, 1), true).unwrap();
         index.flush().unwrap();
         let flush_threads = nice_of_threads("rocksdb:high");
-        assert!(!flush_threads.is_empty(), "no flush thread found");
-        assert!(flush_threads.iter().all(|&n| n == 19), "{flush_threads:?}");
+        // The thread that ran this flush took the priority (a pool thread that has not run a job
+        // since has not yet).
+        assert!(flush_threads.contains(&19), "{flush_threads:?}");
         let test_thread = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
         let own = nice_of_threads(test_thread.trim());
         assert!(own.iter().all(|&n| n == 0), "{own:?}");
