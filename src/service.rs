@@ -46,9 +46,9 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     start_logging(&settings);
     let runtime = io_runtime()?;
 
-    // The index first: a second process on the same directory fails here, before touching Kafka.
     RocksIndex::lower_background_priority()
         .context("cannot lower the index's background priority")?;
+    // The index first: a second process on the same directory fails here, before touching Kafka.
     let (fingerprinter, mut index) = open_index(&settings)?;
     let health = Arc::new(Health::new(settings.progress_timeout()));
     serve_http(&runtime, &settings, &health)?;

@@ -225,9 +225,10 @@ pub fn reader_properties(
 
 /// The properties of a plain reader of topics (audit, replay's plan, the standby's and the
 /// rebuild's follower), `client_id` naming it: `properties` over the reader's defaults, then what
-/// a reader must be: never a member of the service's group, never a commit, never a skip, and no librdkafka
-/// statistics (a reader has no use for them, and librdkafka's default handler would log each one
-/// at INFO, ~10 KB every `statistics.interval.ms`, which the service's properties set).
+/// a reader must be: never a member of the service's group, never a commit, never a skip, and no
+/// librdkafka statistics (a reader has no use for them, and librdkafka's default handler would
+/// log each one at INFO, ~10 KB every `statistics.interval.ms`, which the service's properties
+/// set).
 pub fn plain_reader(
     properties: &BTreeMap<String, String>,
     client_id: &str,
@@ -404,6 +405,8 @@ const PRODUCER_ONLY: [&str; 29] = [
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     /// A reader built from the service's consumer properties keeps the connection settings but
     /// neither joins the group, commits, nor asks for statistics it would only log.
     #[test]
@@ -433,8 +436,6 @@ mod tests {
             assert_eq!(reader.get(k).map(String::as_str), Some(v), "{k}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn secrets_come_from_files_and_are_never_echoed() {
