@@ -172,10 +172,8 @@ impl Outline {
         let all = found[best.0..best.1]
             .iter()
             .fold(0u32, |bins, f| bins | 1 << f.bin);
+        // At least one: `found` is not empty, so neither is the stretch.
         let located = all.count_ones();
-        if located == 0 {
-            return None;
-        }
         let text = self.content.as_str();
         // Widened up to B's length (its 4-gram windows + 3 word characters) over where B's
         // sampled 4-grams occur: where B repeats itself (its opening line quoted again, one
