@@ -220,6 +220,7 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
                     timestamp_ms: None,
                     position: None,
                     input_time_ms: None,
+                    sketch: None,
                 };
                 if let Some((id, mut d)) = decided_of(&rec, ids, rules) {
                     // Lines are in decision order.

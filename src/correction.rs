@@ -395,6 +395,9 @@ fn decision_of(a: &StoredArticle) -> Decision {
         event_time_clamped: a.event_time_clamped,
         superseded: false,
         correction: a.correction.clone(),
+        // The record republished is the correction's copy of the article, whose text the stored
+        // sketch need not be of: a reader computes its sketch from that text.
+        sketch: None,
     }
 }
 

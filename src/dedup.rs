@@ -610,6 +610,10 @@ pub struct Decision {
     /// Set when this is an editor's correction applied: who made it, when, why, and the
     /// decision it replaced.
     pub correction: Option<CorrectionNote>,
+    /// The content sketch the decision computed for this version and stored with it (None on a
+    /// replay and for a correction): the output record carries it, so that a standby or a
+    /// rebuild restores the same sketch without recomputing it from the text.
+    pub sketch: Option<Sketch>,
 }
 
 impl Decision {
@@ -906,6 +910,7 @@ impl<S: ArticleStore> Deduper<S> {
             event_time_clamped,
             superseded,
             correction: None,
+            sketch: input.sketch.copied(),
         })
     }
 
@@ -927,6 +932,7 @@ impl<S: ArticleStore> Deduper<S> {
             // The correction's own record said who corrected it and why; a replay only repeats
             // the decision (so its output is bounded like any other).
             correction: None,
+            sketch: None,
         }
     }
 }

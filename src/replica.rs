@@ -162,6 +162,7 @@ pub fn rebuild_from_files(
                         timestamp_ms: None,
                         position: None,
                         input_time_ms: None,
+                        sketch: None,
                     }));
                 }
                 // Not a record `batch` writes: reported as unreadable.
@@ -172,6 +173,7 @@ pub fn rebuild_from_files(
                         timestamp_ms: None,
                         position: None,
                         input_time_ms: None,
+                        sketch: None,
                     }));
                 }
                 None => current = files.next(),

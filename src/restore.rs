@@ -3,11 +3,12 @@
 //! (or a line of `batch` output) back into what the decision stored when it was made.
 //!
 //! An output record is the input article plus its `dedup` member, so it carries everything: the
-//! text (the content sketch is recomputed from it), the fingerprint and the decision with its
-//! match. For a sample of the records ([`Verification`]) the fingerprint is recomputed too and
-//! must equal the recorded one: records made with another fingerprint identity (other
-//! dictionaries, stop words, parameters) are refused, since their fingerprints are not comparable
-//! with the ones this configuration makes.
+//! text, the fingerprint and the decision with its match. The content sketch comes with a topic's
+//! record (header `newsdedup.sketch`) and is recomputed from the text where the record has none
+//! (a `batch` output line, a correction). For a sample of the records ([`Verification`]) the
+//! fingerprint and the sketch are recomputed too and must equal the recorded ones: records made
+//! with another fingerprint identity (other dictionaries, stop words, parameters) are refused,
+//! since their fingerprints are not comparable with the ones this configuration makes.
 //!
 //! Applying a restored article is idempotent, so the same records may be applied any number of
 //! times and in any overlap (a standby restarted after `kill -9`, a takeover re-reading what the
@@ -24,6 +25,7 @@ use crate::index::{CorrectionKind, PairChange, Revision, StoredArticle, StoredDe
 use crate::output::{DedupMember, MatchMember};
 use crate::runner::{self, RunError, Stage};
 use crate::simhash::Fingerprint;
+use crate::sketch::Sketch;
 use serde::{Deserialize, Serialize};
 use std::io;
 use std::sync::Arc;
@@ -47,6 +49,13 @@ pub enum RestoreError {
         recorded: Fingerprint,
         recomputed: Fingerprint,
     },
+    /// The recomputed content sketch differs from the one the record carries.
+    #[error(
+        "article {id:?} carries a content sketch that this build's text cleaning does not give \
+         (same fingerprint): the records were made by a build that cleans text otherwise. \
+         Rebuild with that build, or replay the input topic into a new index instead"
+    )]
+    SketchMismatch { id: String },
 }
 
 /// An article as the decision stored it, recovered from its output record.
@@ -71,12 +80,14 @@ struct WithDedup<'a> {
 /// Restores one output record. `decided_ms` is when it was decided (the output record's
 /// timestamp where it has one), `input_time_ms` the timestamp of the input record it answers
 /// (header `newsdedup.source.timestamp`): with `published_at`, they give the article's event time
-/// as the decision computed it. `Ok(None)`: a record to skip (an invalid input's DLQ record).
-/// With `verify`, the fingerprint is recomputed and must equal the recorded one; without, the
-/// recorded one is taken and only the sketch is recomputed (no segmentation: see
-/// [`Verification`]).
+/// as the decision computed it; `recorded_sketch` the sketch it carries (header
+/// `newsdedup.sketch`). `Ok(None)`: a record to skip (an invalid input's DLQ record). With
+/// `verify`, the fingerprint and the sketch are recomputed and must equal the recorded ones;
+/// without, the recorded ones are taken, and the sketch is computed only for a record without
+/// one (no segmentation: see [`Verification`]).
 pub fn restore(
     record: &[u8],
+    recorded_sketch: Option<&Sketch>,
     fingerprinter: &Fingerprinter,
     rules: &ReadRules,
     decided_ms: u64,
@@ -118,7 +129,14 @@ pub fn restore(
                 recomputed: fingerprinted.fingerprint,
             });
         }
+        if recorded_sketch.is_some_and(|s| *s != fingerprinted.sketch) {
+            return Err(RestoreError::SketchMismatch {
+                id: article.id().to_owned(),
+            });
+        }
         fingerprinted.sketch
+    } else if let Some(sketch) = recorded_sketch {
+        *sketch
     } else {
         fingerprinter.sketch(article.title(), article.content())
     };
@@ -235,6 +253,8 @@ pub struct SourceRecord {
     pub position: Option<(Arc<str>, i32, i64)>,
     /// Timestamp of the input record it answers (header `newsdedup.source.timestamp`).
     pub input_time_ms: Option<i64>,
+    /// The content sketch the decision stored (header `newsdedup.sketch`); None for a file line.
+    pub sketch: Option<Sketch>,
 }
 
 /// Counters of a restore run.
@@ -283,8 +303,8 @@ pub enum RestoreRunError {
 /// was written by one configuration, and a configuration that fingerprints differently does so
 /// on nearly every article: checking the first records of a run and a sample after them refuses
 /// another identity as surely as checking all, at a fraction of the cost (segmentation is ~60% of
-/// fingerprinting; the others are stored with their recorded fingerprint, which is what the
-/// writer's index holds, and a sketch recomputed from their text).
+/// fingerprinting; the others are stored with their recorded fingerprint and sketch, which are
+/// what the writer's index holds, the sketch recomputed from the text where a record has none).
 #[derive(Debug, Default)]
 pub struct Verification {
     seen: std::sync::atomic::AtomicU64,
@@ -332,6 +352,7 @@ pub fn restore_all<T: RestoreTarget + Send>(
             let decided = rec.timestamp_ms.unwrap_or(now);
             restore(
                 &rec.bytes,
+                rec.sketch.as_ref(),
                 fingerprinter,
                 rules,
                 decided,
@@ -384,9 +405,9 @@ impl<T: RestoreTarget, F: FnMut(&RestoreSummary)>
                 summary.invalid_inputs += 1;
                 None
             }
-            Err(e @ RestoreError::IdentityMismatch { .. }) => {
-                return Err(RestoreRunError::Identity(e))
-            }
+            Err(
+                e @ (RestoreError::IdentityMismatch { .. } | RestoreError::SketchMismatch { .. }),
+            ) => return Err(RestoreRunError::Identity(e)),
             Err(RestoreError::NotDecided(why)) => {
                 summary.unreadable += 1;
                 if summary.unreadable_examples.len() < UNREADABLE_EXAMPLES {
@@ -429,6 +450,7 @@ mod tests {
     fn restored(record: &str, fpr: &Fingerprinter) -> Restored {
         restore(
             record.as_bytes(),
+            None,
             fpr,
             &ReadRules::new(1 << 20),
             42,
@@ -490,6 +512,7 @@ mod tests {
         let restore_with = |verify| {
             restore(
                 record.as_bytes(),
+                None,
                 &fpr,
                 &ReadRules::new(1 << 20),
                 42,
@@ -503,6 +526,7 @@ mod tests {
         let tampered = record.replace(&f.to_hex(), &Fingerprint(f.0 ^ 1).to_hex());
         assert!(restore(
             tampered.as_bytes(),
+            None,
             &fpr,
             &ReadRules::new(1 << 20),
             0,
@@ -510,6 +534,36 @@ mod tests {
             false
         )
         .is_ok());
+    }
+
+    #[test]
+    fn a_recorded_sketch_is_taken_and_checked_on_the_records_verified() {
+        let fpr = fp();
+        let record = decided(&fpr, "");
+        let computed = fpr.fingerprint("标题", TEXT).unwrap().sketch;
+        let other = fpr.sketch("标题", "另一篇报道的正文，与这条记录的文字毫无关系。");
+        assert_ne!(other, computed);
+        let restore_with = |sketch: &Sketch, verify| {
+            restore(
+                record.as_bytes(),
+                Some(sketch),
+                &fpr,
+                &ReadRules::new(1 << 20),
+                0,
+                None,
+                verify,
+            )
+        };
+        // Unverified: the record's sketch is what the writer stored, and is stored as it is.
+        let taken = restore_with(&other, false).unwrap().unwrap();
+        assert_eq!(taken.article.sketch, Some(other));
+        // Verified: it must be the one this build computes from the text.
+        let checked = restore_with(&computed, true).unwrap().unwrap();
+        assert_eq!(checked.article.sketch, Some(computed));
+        assert!(matches!(
+            restore_with(&other, true),
+            Err(RestoreError::SketchMismatch { .. })
+        ));
     }
 
     #[test]
@@ -533,6 +587,7 @@ mod tests {
         assert!(matches!(
             restore(
                 tampered.as_bytes(),
+                None,
                 &fpr,
                 &ReadRules::new(1 << 20),
                 0,
@@ -543,11 +598,19 @@ mod tests {
         ));
         let dlq = br#"{"line":3,"dedup":{"decision":"invalid","error":"bad_json: x"}}"#;
         assert_eq!(
-            restore(dlq, &fpr, &ReadRules::new(1 << 20), 0, None, true),
+            restore(dlq, None, &fpr, &ReadRules::new(1 << 20), 0, None, true),
             Ok(None)
         );
         assert!(matches!(
-            restore(b"{not json", &fpr, &ReadRules::new(1 << 20), 0, None, true),
+            restore(
+                b"{not json",
+                None,
+                &fpr,
+                &ReadRules::new(1 << 20),
+                0,
+                None,
+                true
+            ),
             Err(RestoreError::NotDecided(_))
         ));
     }
@@ -557,6 +620,7 @@ mod tests {
         let fpr = fp();
         let first = restore(
             decided(&fpr, "").as_bytes(),
+            None,
             &fpr,
             &ReadRules::new(1 << 20),
             0,

@@ -12,6 +12,7 @@
 //! before the last batch, and the quiet period lets those records arrive.
 
 use crate::restore::SourceRecord;
+use crate::sketch::Sketch;
 use anyhow::{Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{Headers, Message};
@@ -117,14 +118,18 @@ impl Follower {
                     state.next = m.offset() + 1;
                     state.end = state.end.max(state.next);
                 }
-                let input_time_ms = m.headers().and_then(|h| {
-                    h.iter()
-                        .find(|h| h.key == crate::kafka::record::H_SOURCE_TIMESTAMP)
-                        .and_then(|h| std::str::from_utf8(h.value?).ok()?.parse().ok())
-                });
+                let header = |key: &str| {
+                    m.headers()
+                        .and_then(|h| h.iter().find(|h| h.key == key).and_then(|h| h.value))
+                };
+                let input_time_ms = header(crate::kafka::record::H_SOURCE_TIMESTAMP)
+                    .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+                // A malformed sketch header counts as none: the sketch is recomputed.
+                let sketch = header(crate::kafka::record::H_SKETCH).and_then(Sketch::from_bytes);
                 Some(SourceRecord {
                     bytes: m.payload().unwrap_or_default().to_vec(),
                     input_time_ms,
+                    sketch,
                     timestamp_ms: m
                         .timestamp()
                         .to_millis()

@@ -18,6 +18,9 @@ pub const H_SOURCE_OFFSET: &str = "newsdedup.source.offset";
 pub const H_SOURCE_TIMESTAMP: &str = "newsdedup.source.timestamp";
 /// Header: `unique`, `duplicate` or `invalid`.
 pub const H_DECISION: &str = "newsdedup.decision";
+/// Header of a decided article: its content sketch as the decision stored it (binary,
+/// `Sketch::to_bytes`), so that a standby or a rebuild restores it without recomputing it.
+pub const H_SKETCH: &str = "newsdedup.sketch";
 /// DLQ header: the stable reason code (`bad_json`, `oversized`, ...).
 pub const H_ERROR_REASON: &str = "newsdedup.error.reason";
 /// DLQ header: human-readable explanation.
@@ -140,7 +143,7 @@ impl InputMessage {
     }
 }
 
-/// Bytes of the service's own headers, at most (source coordinates and decision).
+/// Bytes of the service's own headers, at most (source coordinates, decision and sketch).
 const OWN_HEADER_BYTES: usize = 512;
 /// Per-record overhead of the Kafka record format (lengths, offsets, attributes), at most.
 const RECORD_OVERHEAD_BYTES: usize = 128;
@@ -176,20 +179,24 @@ pub fn decided_record(
     } else {
         OutputKind::Unique
     };
+    // A correction republishes an article decided earlier: a rebuild must read the event time
+    // the article was decided with, not the correction's.
+    let mut headers = input.output_headers(
+        kind.as_str(),
+        if input.correction {
+            Some(decision.event_ms)
+        } else {
+            input.timestamp_ms
+        },
+    );
+    if let Some(sketch) = &decision.sketch {
+        headers.push((H_SKETCH.into(), sketch.to_bytes().to_vec()));
+    }
     OutputRecord {
         kind,
         key: Some(id.as_bytes().to_vec()),
         payload: record,
-        // A correction republishes an article decided earlier: a rebuild must read the event
-        // time the article was decided with, not the correction's.
-        headers: input.output_headers(
-            kind.as_str(),
-            if input.correction {
-                Some(decision.event_ms)
-            } else {
-                input.timestamp_ms
-            },
-        ),
+        headers,
         indexed: Some(Indexed {
             id: id.to_owned(),
             fingerprint: decision.fingerprint,
@@ -338,6 +345,7 @@ mod tests {
             headers: vec![
                 ("trace".into(), b"t1".to_vec()),
                 ("newsdedup.decision".into(), b"forged".to_vec()),
+                ("newsdedup.sketch".into(), b"forged".to_vec()),
             ],
             received: Instant::now(),
             correction: false,
@@ -402,6 +410,8 @@ mod tests {
             [b"t1"],
             "other input headers pass through"
         );
+        let sketch = decision.sketch.expect("a decision stores its sketch");
+        assert_eq!(header(&r, H_SKETCH), [&sketch.to_bytes()[..]]);
     }
 
     #[test]

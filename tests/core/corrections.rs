@@ -479,7 +479,7 @@ fn a_rebuild_from_the_output_records_equals_the_corrected_index_in_any_read_orde
         let mut rebuilt =
             RocksIndex::open(dir.path(), live.fp.identity(), &IndexConfig::default()).unwrap();
         for rec in &order {
-            let restored = restore::restore(rec, &live.fp, &RULES, NOW, None, true)
+            let restored = restore::restore(rec, None, &live.fp, &RULES, NOW, None, true)
                 .unwrap()
                 .unwrap();
             rebuilt.apply_restored(Some(&restored), None).unwrap();
