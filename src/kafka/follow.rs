@@ -118,14 +118,7 @@ impl Follower {
                     state.next = m.offset() + 1;
                     state.end = state.end.max(state.next);
                 }
-                let header = |key: &str| {
-                    m.headers()
-                        .and_then(|h| h.iter().find(|h| h.key == key).and_then(|h| h.value))
-                };
-                let input_time_ms = header(crate::kafka::record::H_SOURCE_TIMESTAMP)
-                    .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
-                // A malformed sketch header counts as none: the sketch is recomputed.
-                let sketch = header(crate::kafka::record::H_SKETCH).and_then(Sketch::from_bytes);
+                let (input_time_ms, sketch) = restore_headers(&m);
                 Some(SourceRecord {
                     bytes: m.payload().unwrap_or_default().to_vec(),
                     input_time_ms,
@@ -169,5 +162,61 @@ impl Follower {
     /// The last error the client reported, if any ("" when none).
     pub fn last_error(&self) -> &str {
         &self.last_error
+    }
+}
+
+/// What an output record's headers add to its value for a restore: the input record's timestamp
+/// (`newsdedup.source.timestamp`) and the sketch the decision stored (`newsdedup.sketch`). A
+/// malformed header counts as none (the sketch is then recomputed from the text).
+fn restore_headers(m: &impl Message) -> (Option<i64>, Option<Sketch>) {
+    let header = |key: &str| {
+        m.headers()
+            .and_then(|h| h.iter().find(|h| h.key == key).and_then(|h| h.value))
+    };
+    (
+        header(crate::kafka::record::H_SOURCE_TIMESTAMP)
+            .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()),
+        header(crate::kafka::record::H_SKETCH).and_then(Sketch::from_bytes),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::record::{H_SKETCH, H_SOURCE_TIMESTAMP};
+    use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
+
+    fn message(headers: &[(&str, &[u8])]) -> OwnedMessage {
+        let headers = headers.iter().fold(OwnedHeaders::new(), |h, (key, value)| {
+            h.insert(Header {
+                key,
+                value: Some(*value),
+            })
+        });
+        OwnedMessage::new(
+            Some(b"{}".to_vec()),
+            None,
+            "articles.unique".into(),
+            Timestamp::NotAvailable,
+            0,
+            7,
+            Some(headers),
+        )
+    }
+
+    #[test]
+    fn the_input_time_and_the_sketch_are_read_from_the_headers() {
+        let fpr = crate::fingerprint::Fingerprinter::new(
+            &crate::fingerprint::FingerprintConfig::default(),
+        )
+        .unwrap();
+        let sketch = fpr.sketch("标题", "国家统计局今天发布十月份居民消费价格数据。");
+        let bytes = sketch.to_bytes();
+        let m = message(&[(H_SOURCE_TIMESTAMP, b"1700000000000"), (H_SKETCH, &bytes)]);
+        assert_eq!(restore_headers(&m), (Some(1_700_000_000_000), Some(sketch)));
+        // Malformed or absent: none (the restore recomputes the sketch).
+        let m = message(&[(H_SOURCE_TIMESTAMP, b"soon"), (H_SKETCH, &bytes[1..])]);
+        assert_eq!(restore_headers(&m), (None, None));
+        assert_eq!(restore_headers(&message(&[])), (None, None));
     }
 }
