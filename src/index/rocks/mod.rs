@@ -47,14 +47,6 @@ const MAX_SUCCESSIVE_MERGES: usize = 16;
 /// Largest height of the per-prefix memtable skiplists (see the block families' options).
 const MEMTABLE_SKIPLIST_HEIGHT: i32 = 12;
 
-/// The same for the `bands` family, whose hash buckets hold one key each. Nearly every band key
-/// is new, so nearly every operand starts a bucket, whose skiplist head and search array take this
-/// many pointers each: at 12 they were most of the memtable. A key's own entries are always
-/// reached at the front of its bucket (the newest sorts first), so the height only matters when
-/// two keys share a bucket, and 6 levels keep even a busy neighbour's thousands of entries a short
-/// walk. (`batch` over the corpus: 0.90x the wall and CPU time, 40 MB less memory than at 12.)
-const BAND_SKIPLIST_HEIGHT: i32 = 6;
-
 pub struct RocksIndex {
     /// Shared with `SyncHandle`s, which fsync the WAL from other threads.
     db: Arc<DB>,
@@ -212,7 +204,7 @@ impl RocksIndex {
             // No memtable prefix bloom, as for the block families; one hash bucket per key.
             opts.set_memtable_factory(MemtableFactory::HashSkipList {
                 bucket_count: 1 << 20,
-                height: BAND_SKIPLIST_HEIGHT,
+                height: MEMTABLE_SKIPLIST_HEIGHT,
                 branching_factor: 4,
             });
             // Band keys are hashes: incompressible.
