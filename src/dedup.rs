@@ -610,9 +610,9 @@ pub struct Decision {
     /// Set when this is an editor's correction applied: who made it, when, why, and the
     /// decision it replaced.
     pub correction: Option<CorrectionNote>,
-    /// The content sketch the decision computed for this version and stored with it (None on a
-    /// replay and for a correction): the output record carries it, so that a standby or a
-    /// rebuild restores the same sketch without recomputing it from the text.
+    /// The content sketch of the article's text as the decision computed it (what it stores with
+    /// a new version; None for a correction): the output record carries it, so that a standby or
+    /// a rebuild restores it without cleaning the text again.
     pub sketch: Option<Sketch>,
 }
 
@@ -702,7 +702,7 @@ impl<S: ArticleStore> Deduper<S> {
         // new revision, decided afresh.
         let previous = match self.store.get(input.id)? {
             Some(stored) => match stored.version(input.fingerprint) {
-                Some(version) => return Ok(Self::replay(version)),
+                Some(version) => return Ok(Self::replay(version, input.sketch.copied())),
                 None => Some(stored),
             },
             None => None,
@@ -914,7 +914,7 @@ impl<S: ArticleStore> Deduper<S> {
         })
     }
 
-    fn replay(stored: EarlierVersion) -> Decision {
+    fn replay(stored: EarlierVersion, sketch: Option<Sketch>) -> Decision {
         let verdict = match (stored.decision, stored.matched) {
             (StoredDecision::Duplicate, Some(m)) => Verdict::Duplicate(m),
             _ => Verdict::Unique,
@@ -932,7 +932,7 @@ impl<S: ArticleStore> Deduper<S> {
             // The correction's own record said who corrected it and why; a replay only repeats
             // the decision (so its output is bounded like any other).
             correction: None,
-            sketch: None,
+            sketch,
         }
     }
 }

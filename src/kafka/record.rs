@@ -18,8 +18,9 @@ pub const H_SOURCE_OFFSET: &str = "newsdedup.source.offset";
 pub const H_SOURCE_TIMESTAMP: &str = "newsdedup.source.timestamp";
 /// Header: `unique`, `duplicate` or `invalid`.
 pub const H_DECISION: &str = "newsdedup.decision";
-/// Header of a decided article: its content sketch as the decision stored it (binary,
-/// `Sketch::to_bytes`), so that a standby or a rebuild restores it without recomputing it.
+/// Header of a decided article: the content sketch of its text as the decision computed it
+/// (binary, `Sketch::to_bytes`), so that a standby or a rebuild restores it without recomputing
+/// it.
 pub const H_SKETCH: &str = "newsdedup.sketch";
 /// DLQ header: the stable reason code (`bad_json`, `oversized`, ...).
 pub const H_ERROR_REASON: &str = "newsdedup.error.reason";

@@ -6,7 +6,7 @@ use newsdedup::config::{FingerprintConfig, IndexConfig};
 use newsdedup::dedup::{DecisionInput, Deduper, Verdict};
 use newsdedup::error::IndexError;
 use newsdedup::fingerprint::{Fingerprinter, ImageUse, NoFeatures};
-use newsdedup::index::RocksIndex;
+use newsdedup::index::{ArticleStore, RocksIndex};
 use std::sync::{Arc, Mutex};
 
 fn fingerprinter() -> Fingerprinter {
@@ -202,10 +202,19 @@ fn duplicate_carries_the_match_and_replays_are_stable() {
         }
         v => panic!("expected duplicate, got {v:?}"),
     }
-    // Replays: same decisions, never a duplicate of itself.
+    // Each decision carries the sketch of the text it decided (the output record's
+    // `newsdedup.sketch`), which is what the index stored for a new version.
+    let sketch = fp.sketch("两会开幕", STORY);
+    assert_eq!(first.sketch, Some(sketch));
+    assert_eq!(
+        d.store().get("orig").unwrap().and_then(|a| a.sketch),
+        Some(sketch)
+    );
+    // Replays: same decisions, never a duplicate of itself, and the same sketch.
     let again = decide(&mut d, &fp, "orig", "两会开幕", STORY);
     assert_eq!(again.verdict, Verdict::Unique);
     assert!(again.replayed);
+    assert_eq!(again.sketch, Some(sketch));
     let again = decide(&mut d, &fp, "copy", "两会开幕", &repost);
     assert_eq!(again.verdict, second.verdict);
     // Decisions persist across reopen.
