@@ -51,9 +51,10 @@ pub enum RestoreError {
     },
     /// The recomputed content sketch differs from the one the record carries.
     #[error(
-        "article {id:?} carries a content sketch that this build's text cleaning does not give \
-         (same fingerprint): the records were made by a build that cleans text otherwise. \
-         Rebuild with that build, or replay the input topic into a new index instead"
+        "article {id:?} carries a content sketch (header newsdedup.sketch) that this build and \
+         configuration do not compute from its text, though the fingerprint agrees: the records \
+         were made by a build or configuration that cleans text otherwise. Rebuild with the build \
+         and --config they were made with, or replay the input topic into a new index instead"
     )]
     SketchMismatch { id: String },
 }
@@ -253,7 +254,8 @@ pub struct SourceRecord {
     pub position: Option<(Arc<str>, i32, i64)>,
     /// Timestamp of the input record it answers (header `newsdedup.source.timestamp`).
     pub input_time_ms: Option<i64>,
-    /// The content sketch the decision stored (header `newsdedup.sketch`); None for a file line.
+    /// The content sketch of its text as the decision computed it (header `newsdedup.sketch`);
+    /// None for a file line.
     pub sketch: Option<Sketch>,
 }
 

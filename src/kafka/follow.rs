@@ -166,7 +166,7 @@ impl Follower {
 }
 
 /// What an output record's headers add to its value for a restore: the input record's timestamp
-/// (`newsdedup.source.timestamp`) and the sketch the decision stored (`newsdedup.sketch`). A
+/// (`newsdedup.source.timestamp`) and the sketch of its text (`newsdedup.sketch`). A
 /// malformed header counts as none (the sketch is then recomputed from the text).
 fn restore_headers(m: &impl Message) -> (Option<i64>, Option<Sketch>) {
     let header = |key: &str| {
