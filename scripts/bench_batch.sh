@@ -10,7 +10,10 @@
 # This VM's speed drifts by 20-40% within minutes, so every round times raw_cut right before and
 # right after the batch run and divides their mean by batch's wall time; the closing line gives the
 # median of the rounds' ratios. The first line names the machine (CPU model, cores, caches); each
-# round prints the batch summary line (its own articles/s counts from its first decision).
+# round prints the batch summary line (its own articles/s counts from its first decision) and how
+# many memtable flushes RocksDB ran: the corpus fills the `bands` memtable about once, so a change
+# that moves that threshold moves this figure by ~10% without a gain per article (measure such a
+# change on a longer stream too).
 #
 # The corpus is read from ../shared/data/corpus (NEWSDEDUP_CORPUS_DIR) into a temporary file
 # outside the repository; nothing is kept.
@@ -48,11 +51,12 @@ for i in $(seq "$repeat"); do
   : > "$work/stderr"
   batch=$(wall "$bin" batch --quiet --input "$work/in.jsonl" --output /dev/null --index-dir "$work/index")
   summary=$(grep 'batch: done' "$work/stderr")
+  flushes=$(grep -c '"event": "flush_finished"' "$work/index/LOG" || true)
   after=$(wall "$raw_cut" "$work/in.jsonl")
   ratio=$(awk -v b="$batch" -v x="$before" -v y="$after" 'BEGIN { printf "%.2f", (x + y) / 2 / b }')
   ratios+=("$ratio")
   echo "round $i: $summary"
-  echo "round $i: raw cut ${before} s / ${after} s (before / after), batch ${batch} s; batch / raw cut = ${ratio}"
+  echo "round $i: raw cut ${before} s / ${after} s (before / after), batch ${batch} s (${flushes} memtable flushes); batch / raw cut = ${ratio}"
 done
 printf '%s\n' "${ratios[@]}" | sort -n | awk '{ r[NR] = $1 } END {
   m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
