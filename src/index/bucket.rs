@@ -16,7 +16,8 @@
 //! later compaction ([`is_empty`]).
 //!
 //! Value: `0` then each article's sequence number, ascending; or, when crowded, `1` then the count.
-//! Operand: `+` || sequence number, or `-` || sequence number. Numbers are LEB128 varints (a
+//! Operand: `+` || one or more sequence numbers (ascending; several when the articles held in
+//! memory are written out together, see `recent`), or `-` || sequence number. Numbers are LEB128 varints (a
 //! sequence number below 2^28 takes 4 bytes): nearly every bucket holds one article, so a bucket
 //! is a 9-byte key and a 5-byte value.
 
@@ -65,6 +66,16 @@ fn take_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
 /// The operand adding the article `seq` to a bucket.
 pub fn append(seq: u64) -> Vec<u8> {
     operand(APPEND, seq)
+}
+
+/// One operand adding the articles `seqs` (ascending) to a bucket, as that many `append`s would.
+pub fn append_all(seqs: &[u64]) -> Vec<u8> {
+    let mut op = Vec::with_capacity(1 + 5 * seqs.len());
+    op.push(APPEND);
+    for &seq in seqs {
+        put_varint(&mut op, seq);
+    }
+    op
 }
 
 /// The operand removing the article `seq` from a bucket.
@@ -137,34 +148,47 @@ impl BandBucket {
         v
     }
 
+    /// Adds the article `seq` to a bucket of a band whose cap is `cap`.
+    pub fn add(&mut self, seq: u64, cap: usize) {
+        if self.crowded() {
+            self.count += 1;
+            return;
+        }
+        // Appends come in sequence order except in a bulk restore; a repeated one (the same
+        // article written twice) changes nothing.
+        if let Err(at) = self.entries.binary_search(&seq) {
+            self.entries.insert(at, seq);
+            self.count += 1;
+        }
+        if self.entries.len() > cap {
+            self.entries.clear();
+        }
+    }
+
     /// Applies one operand; false if it is malformed.
     fn apply(&mut self, op: &[u8], cap: usize) -> bool {
-        let Some((&kind, rest)) = op.split_first() else {
+        let Some((&kind, mut rest)) = op.split_first() else {
             return false;
         };
-        let Some((seq, [])) = take_varint(rest) else {
-            return false;
-        };
-        let crowded = self.crowded();
         match kind {
             APPEND => {
-                if crowded {
-                    self.count += 1;
-                    return true;
+                if rest.is_empty() {
+                    return false;
                 }
-                // Appends come in sequence order except in a bulk restore; a repeated one (the
-                // same article written twice) changes nothing.
-                if let Err(at) = self.entries.binary_search(&seq) {
-                    self.entries.insert(at, seq);
-                    self.count += 1;
+                while let Some((seq, tail)) = take_varint(rest) {
+                    self.add(seq, cap);
+                    rest = tail;
+                    if rest.is_empty() {
+                        return true;
+                    }
                 }
-                if self.entries.len() > cap {
-                    self.entries.clear();
-                }
-                true
+                false
             }
             REMOVE => {
-                if crowded {
+                let Some((seq, [])) = take_varint(rest) else {
+                    return false;
+                };
+                if self.crowded() {
                     self.count -= 1;
                     if self.count == 0 {
                         *self = BandBucket::default();
@@ -234,6 +258,17 @@ mod tests {
         let first = merge(&[0], None, [append(5).as_slice()]).unwrap();
         let second = merge(&[0], Some(&first), [append(2).as_slice()]).unwrap();
         assert_eq!(BandBucket::decode(&second).unwrap().entries, vec![2, 5]);
+        // One operand of several articles is those appends in turn.
+        let all = merge(
+            &[0],
+            Some(&second),
+            [append_all(&[3, 9, 1 << 30]).as_slice()],
+        )
+        .unwrap();
+        assert_eq!(
+            BandBucket::decode(&all).unwrap().entries,
+            vec![2, 3, 5, 9, 1 << 30]
+        );
     }
 
     #[test]
@@ -290,8 +325,9 @@ mod tests {
         assert_eq!(BandBucket::decode(&[CROWDED, 9, 9]), None);
         assert_eq!(merge(&[0], None, [b"?1".as_slice()]), None);
         assert_eq!(merge(&[0], None, [b"-1x".as_slice()]), None);
-        assert_eq!(merge(&[0], None, [b"+1x".as_slice()]), None);
         assert_eq!(merge(&[0], None, [b"+".as_slice()]), None);
+        assert_eq!(merge(&[0], None, [b"+\x01\x87".as_slice()]), None);
+        assert_eq!(merge(&[0], None, [b"-\x01\x02".as_slice()]), None);
         assert_eq!(merge(&[], None, [append(1).as_slice()]), None);
     }
 }

@@ -14,7 +14,9 @@
 //!   key   = band number (1 byte) || band key (8, BE)
 //!   value = the bucket: the sequence numbers of the articles sharing it, or only their count when
 //!           crowded (see `bucket`)
-//! Articles join and leave a bucket by merge operands, so writes stay blind. A lookup reads an
+//! Articles join and leave a bucket by merge operands, so writes stay blind. The entries of the
+//! most recent articles are held in memory and reach the family as ingested files (see `recent`);
+//! one more key, `BANDED_BELOW_KEY`, says which articles have theirs in the family. A lookup reads an
 //! article's 12 buckets with one batched point read; a bucket no indexed article shares — nearly
 //! every one — is answered by the bloom filters without reading a data block. Keeping them out of
 //! the block families keeps the simhash prefix scans short.
@@ -103,13 +105,17 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`): it must be rebuilt. 6: block and band entries name articles by
+/// (`IndexError::FormatMismatch`): it must be rebuilt, except one of [`UPGRADABLE_FORMAT`]. 7: the
+/// band entries of recent articles are ingested as files, under `BANDED_BELOW_KEY` (a 6 index
+/// is upgraded in place on open; a 6 binary refuses the result). 6: block and band entries name articles by
 /// sequence number, the `ids` family holds each id once. 5: one `bands` key per bucket, its
 /// articles in the value. 4: the `bands` family also holds the
 /// sketch's single-bin containment bands (band numbers 8..12). 3: event times, the `expiry` family
 /// and the stream time (the retention window). 2: sketch bands in their own `bands` family (1: in
 /// the block families, flagged by the top bit of the sequence number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/6";
+pub const FORMAT_VERSION: &str = "newsdedup-index/7";
+/// The one earlier layout an open upgrades in place: all its band entries are in the family.
+pub const UPGRADABLE_FORMAT: &str = "newsdedup-index/6";
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
 /// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
@@ -159,9 +165,15 @@ pub fn band_key(band: u8, key: u64) -> [u8; BAND_KEY_LEN] {
     k
 }
 
+/// The `bands` key (after every bucket's) whose value, 8 bytes BE, is the sequence number below
+/// which every unique article has its band entries in the family (see `recent`). Absent: 0 (a
+/// new index), written with each ingested file and by the upgrade from format 6.
+pub const BANDED_BELOW_KEY: [u8; BAND_KEY_LEN] = [0xff; BAND_KEY_LEN];
+const _: () = assert!(crate::sketch::ALL_BANDS < 0xff);
+
 /// (band, band key) of a `bands` key, or None if it is not one.
 pub fn parse_band_key(key: &[u8]) -> Option<(u8, u64)> {
-    if key.len() != BAND_KEY_LEN {
+    if key.len() != BAND_KEY_LEN || key == BANDED_BELOW_KEY {
         return None;
     }
     Some((key[0], u64::from_be_bytes(key[1..9].try_into().ok()?)))

@@ -3,6 +3,7 @@
 
 pub mod bucket;
 pub mod layout;
+pub mod recent;
 pub mod rocks;
 
 use crate::error::IndexError;

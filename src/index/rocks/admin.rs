@@ -6,19 +6,20 @@
 //! apart so that the read and write files hold only that path.
 
 use super::read::SCAN_BEFORE_SEEK;
-use super::{rocks_err, RocksIndex};
+use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::bucket::{self, BandBucket};
 use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
-    parse_expiry_key, parse_id_key, ALL_FAMILIES, ARTICLES, BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY,
-    IDS, META,
+    parse_expiry_key, parse_id_key, ALL_FAMILIES, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY,
+    BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
+use crate::index::recent::BandKey;
 use crate::index::{ArticleStore, DurableStore, StoredArticle};
 use crate::simhash::Fingerprint;
 use crate::simhash::BLOCKS;
 use crate::time::{format_rfc3339, Bucket, TimeSpan};
-use rocksdb::{ReadOptions, WaitForCompactOptions, WriteBatch, DB};
+use rocksdb::{ReadOptions, WaitForCompactOptions, DB};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -196,9 +197,11 @@ impl RocksIndex {
             .map_err(rocks_err(&self.dir))
     }
 
-    /// Writes every family's memtable to SST files, as RocksDB does when one fills (a benchmark
-    /// measuring disk use calls it to see what is stored rather than what is buffered).
+    /// Writes the band entries held in memory and every family's memtable to SST files, as
+    /// happens when they fill (a benchmark measuring disk use calls it to see what is stored
+    /// rather than what is buffered).
     pub fn flush(&self) -> Result<(), IndexError> {
+        self.write_out_recent()?;
         for name in ALL_FAMILIES {
             self.db
                 .flush_cf(self.cf(name)?)
@@ -389,22 +392,16 @@ impl RocksIndex {
         };
         // (entries, band, band key) of the largest buckets so far, pruned now and then.
         let mut largest: Vec<(u32, u8, u64)> = Vec::new();
-        let mut it = self
-            .db
-            .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
-        it.seek_to_first();
-        while let (Some(key), Some(value)) = (it.key(), it.value()) {
-            let (Some((band, key)), Some(found)) = (parse_band_key(key), BandBucket::decode(value))
-            else {
+        self.for_each_band_bucket(|key, found| {
+            let (Some((band, key)), Some(found)) = (parse_band_key(key), found) else {
                 return Err(IndexError::Corrupt {
                     dir: self.dir.clone(),
                     message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
                 });
             };
             let n = u32::try_from(found.count).unwrap_or(u32::MAX);
-            it.next();
             if n == 0 {
-                continue; // emptied, not yet compacted away
+                return Ok(()); // emptied, not yet compacted away
             }
             stats.entries += found.count;
             stats.buckets_used += 1;
@@ -421,8 +418,8 @@ impl RocksIndex {
                 stats.crowded_buckets += 1;
                 stats.crowded_entries += u64::from(n);
             }
-        }
-        it.status().map_err(rocks_err(&self.dir))?;
+            Ok(())
+        })?;
         largest.sort_by(|a, b| b.0.cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
         largest.truncate(top);
         stats.largest = largest
@@ -480,15 +477,18 @@ impl RocksIndex {
                 if let Some(sketch) = &art.sketch {
                     for (band, bkey) in sketch.bands() {
                         report.expected_band_entries += 1;
-                        let found = self
+                        let key = band_key(band as u8, bkey);
+                        let mut found = self
                             .db
-                            .get_cf(bands_cf, band_key(band as u8, bkey))
-                            .map_err(rocks_err(&self.dir))?;
+                            .get_cf(bands_cf, key)
+                            .map_err(rocks_err(&self.dir))?
+                            .map_or(Some(BandBucket::default()), |v| BandBucket::decode(&v));
+                        if let Some(found) = found.as_mut() {
+                            self.recent().add_to(&key, found);
+                        }
                         // A crowded bucket lists no one: its count is checked below.
-                        let listed = found
-                            .as_deref()
-                            .and_then(BandBucket::decode)
-                            .is_some_and(|b| b.crowded() || b.entries.contains(&art.seq));
+                        let listed =
+                            found.is_some_and(|b| b.crowded() || b.entries.contains(&art.seq));
                         if !listed {
                             report.problems.push(format!(
                                 "{BANDS_FAMILY}: sketch band {band} of {id:?} is missing"
@@ -554,17 +554,12 @@ impl RocksIndex {
             }
             it.status().map_err(rocks_err(&self.dir))?;
         }
-        let mut it = self.db.raw_iterator_cf_opt(bands_cf, total_order());
-        it.seek_to_first();
-        while let (Some(key), Some(value)) = (it.key(), it.value()) {
-            let (Some((band, bkey)), Some(found)) =
-                (parse_band_key(key), BandBucket::decode(value))
-            else {
+        self.for_each_band_bucket(|key, found| {
+            let (Some((band, bkey)), Some(found)) = (parse_band_key(key), found) else {
                 report
                     .problems
                     .push(format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"));
-                it.next();
-                continue;
+                return Ok(());
             };
             report.band_entries += found.count;
             // (A crowded bucket may have fewer than its cap left: it stays crowded until empty.)
@@ -583,9 +578,8 @@ impl RocksIndex {
                         })
                     })?);
             }
-            it.next();
-        }
-        it.status().map_err(rocks_err(&self.dir))?;
+            Ok(())
+        })?;
         let mut it = self.db.raw_iterator_cf(self.cf(EXPIRY)?);
         it.seek_to_first();
         while let (Some(key), Some(value)) = (it.key(), it.value()) {
@@ -675,7 +669,7 @@ impl RocksIndex {
     /// indexed; the others are ignored. Duplicates that matched a removed article keep their
     /// stored decision.
     pub fn delete(&mut self, ids: &[String]) -> Result<Vec<String>, IndexError> {
-        let mut batch = WriteBatch::default();
+        let mut staged = Staged::default();
         let mut counts = self.counts;
         let mut deleted = Vec::new();
         for id in ids {
@@ -685,15 +679,60 @@ impl RocksIndex {
             let Some(old) = self.get(id)? else {
                 continue;
             };
-            self.stage_removal(&mut batch, &mut counts, id, &old)?;
+            self.stage_removal(&mut staged, &mut counts, id, &old)?;
             deleted.push(id.clone());
         }
         if deleted.is_empty() {
             return Ok(deleted);
         }
-        self.commit(batch, counts)?;
+        self.commit(staged, counts)?;
         self.db.flush_wal(true).map_err(rocks_err(&self.dir))?;
         Ok(deleted)
+    }
+}
+
+impl RocksIndex {
+    /// Calls `f` with every band bucket in key order, as lookups see it: the family's value with
+    /// the entries held in memory added (`index::recent`), and the buckets only memory holds. None
+    /// for a malformed value. Skips the bound of the entries in memory.
+    fn for_each_band_bucket(
+        &self,
+        mut f: impl FnMut(&[u8], Option<BandBucket>) -> Result<(), IndexError>,
+    ) -> Result<(), IndexError> {
+        let recent = self.recent();
+        let held = recent.sorted();
+        let mut next = 0;
+        let only_held = |key: &BandKey| {
+            let mut found = BandBucket::default();
+            recent.add_to(key, &mut found);
+            found
+        };
+        let mut it = self
+            .db
+            .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
+        it.seek_to_first();
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            while let Some(&(held_key, _)) = held.get(next).filter(|(k, _)| k.as_slice() < key) {
+                f(held_key, Some(only_held(held_key)))?;
+                next += 1;
+            }
+            if key != BANDED_BELOW_KEY {
+                let mut found = BandBucket::decode(value);
+                if let Some(&(held_key, _)) = held.get(next).filter(|(k, _)| k.as_slice() == key) {
+                    if let Some(found) = found.as_mut() {
+                        recent.add_to(held_key, found);
+                    }
+                    next += 1;
+                }
+                f(key, found)?;
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        for &(held_key, _) in &held[next..] {
+            f(held_key, Some(only_held(held_key)))?;
+        }
+        Ok(())
     }
 }
 
@@ -725,7 +764,7 @@ mod tests {
     use crate::fingerprint::FingerprintIdentity;
     use crate::index::{IndexConfig, StoredDecision};
     use crate::simhash::Fingerprint;
-    use crate::sketch::{Sketch, BINS};
+    use crate::sketch::{Sketch, ALL_BANDS as ALL_BANDS_N, BINS};
     use crate::time::TimeSpan;
 
     fn identity() -> FingerprintIdentity {
@@ -762,14 +801,15 @@ mod tests {
         }
     }
 
+    /// Buckets stored in the `bands` family (not counting the bound of those held in memory).
     fn band_keys(index: &RocksIndex) -> usize {
         let mut it = index
             .db
             .raw_iterator_cf_opt(index.cf(BANDS_FAMILY).unwrap(), total_order());
         it.seek_to_first();
         let mut n = 0;
-        while it.valid() {
-            n += 1;
+        while let Some(key) = it.key() {
+            n += usize::from(key != BANDED_BELOW_KEY);
             it.next();
         }
         n
@@ -815,7 +855,11 @@ mod tests {
             assert_eq!(f.entries, 20, "{name}");
         }
         let bands = family(BANDS_FAMILY);
-        assert_eq!(bands.entries, 20 * 12, "12 band operands per article");
+        assert_eq!(
+            bands.entries,
+            20 * 12 + 1,
+            "12 band operands per article and the bound of those held in memory"
+        );
         let in_families: u64 = after.disk_by_family.iter().map(|f| f.bytes).sum();
         assert_eq!(in_families + after.disk_other_bytes, after.disk_bytes);
     }
@@ -920,7 +964,7 @@ mod tests {
 
     /// Articles removed by the retention window leave empty band buckets, which the next
     /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
-    /// bucket that loses members stays crowded (and `verify` accepts it).
+    /// bucket of the family that loses members stays crowded (and `verify` accepts it).
     #[test]
     fn emptied_band_buckets_are_dropped_and_crowded_ones_stay_crowded() {
         use crate::sketch::{ALL_BANDS, BANDS, BAND_BINS};
@@ -943,6 +987,8 @@ mod tests {
             }
             index.insert(&format!("old{seq}"), &a, true).unwrap();
         }
+        // Their band entries go from memory to the family, where the removals then meet them.
+        index.flush().unwrap();
         let kept = article(10, 3 * day / 2, 100);
         index.insert("new", &kept, true).unwrap();
         assert_eq!(index.counts().unique, 6, "five old articles expired");
@@ -977,5 +1023,130 @@ mod tests {
             .unwrap();
         assert_eq!(found, vec![(10, "new".to_owned())]);
         assert!(index.verify().unwrap().problems.is_empty());
+    }
+
+    /// The band entries held in memory (`index::recent`) after a crash: an open puts back those
+    /// of every unique article from the bound on, from the stored sketches, and no others (those
+    /// already written out stay once), so lookups and `verify` agree with an index that never
+    /// stopped.
+    #[test]
+    fn band_entries_held_in_memory_come_back_after_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig::default();
+        let articles: Vec<StoredArticle> = (0..30u32)
+            .map(|seq| article(u64::from(seq), 0, seq + 1))
+            .collect();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        for (seq, a) in articles.iter().enumerate().take(20) {
+            index.insert(&format!("a{seq}"), a, true).unwrap();
+        }
+        index.flush().unwrap();
+        for (seq, a) in articles.iter().enumerate().skip(20) {
+            index.insert(&format!("a{seq}"), a, true).unwrap();
+        }
+        // One more, a duplicate: no band entries.
+        let dup = StoredArticle {
+            decision: StoredDecision::Duplicate,
+            ..article(30, 0, 1)
+        };
+        index.insert("dup", &dup, false).unwrap();
+        assert_eq!(index.recent().entries(), 10 * ALL_BANDS_N);
+        assert_eq!(index.recent().banded_below(), 20);
+        // A crash: memory is lost before it is written out.
+        index.recent().written_out(20);
+        drop(index);
+
+        let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        assert_eq!(index.recent().entries(), 10 * ALL_BANDS_N);
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.band_entries, 30 * ALL_BANDS_N as u64);
+        for (seq, a) in articles.iter().enumerate() {
+            let mut found = Vec::new();
+            index
+                .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+                .unwrap();
+            assert_eq!(found, [(seq as u64, format!("a{seq}"))]);
+        }
+        // A clean close writes them out: the next open has none to put back.
+        drop(index);
+        let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        assert!(index.recent().is_empty());
+        assert_eq!(index.recent().banded_below(), 31);
+        assert_eq!(band_keys(&index), 30 * ALL_BANDS_N);
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.band_entries, 30 * ALL_BANDS_N as u64);
+    }
+
+    /// An index of format 6 (every band entry in the family, no bound) is upgraded in place on
+    /// open: the bound is its next sequence number, nothing is read back, and what it holds is
+    /// found; a later article's entries are held in memory.
+    #[test]
+    fn a_format_6_index_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig::default();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        let a = article(0, 0, 1);
+        index.insert("a", &a, true).unwrap();
+        index.flush().unwrap();
+        // What format 6 left: no bound, its own format.
+        index
+            .db
+            .delete_cf(index.cf(BANDS_FAMILY).unwrap(), BANDED_BELOW_KEY)
+            .unwrap();
+        index
+            .db
+            .put_cf(
+                index.cf(META).unwrap(),
+                layout::META_FORMAT,
+                layout::UPGRADABLE_FORMAT,
+            )
+            .unwrap();
+        drop(index);
+
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        let format = index
+            .db
+            .get_cf(index.cf(META).unwrap(), layout::META_FORMAT)
+            .unwrap();
+        assert_eq!(format.as_deref(), Some(layout::FORMAT_VERSION.as_bytes()));
+        assert_eq!(index.recent().banded_below(), 1);
+        assert!(index.recent().is_empty());
+        let b = article(1, 0, 2);
+        index.insert("b", &b, true).unwrap();
+        assert_eq!(index.recent().entries(), ALL_BANDS_N);
+        for (seq, x) in [&a, &b].into_iter().enumerate() {
+            let mut found = Vec::new();
+            index
+                .sketch_candidates(x.sketch.as_ref().unwrap(), &mut found)
+                .unwrap();
+            assert_eq!(found.len(), 1, "{seq}: {found:?}");
+        }
+        assert!(index.verify().unwrap().problems.is_empty());
+    }
+
+    /// A removed or replaced article whose band entries are still in memory leaves no trace: its
+    /// buckets are gone from lookups, from `verify`'s count and from the file written out.
+    #[test]
+    fn removing_an_article_held_in_memory_drops_its_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let a = article(0, 0, 1);
+        let b = article(1, 0, 2);
+        index.insert("a", &a, true).unwrap();
+        index.insert("b", &b, true).unwrap();
+        assert_eq!(index.delete(&["a".to_owned()]).unwrap(), ["a"]);
+        assert_eq!(index.recent().entries(), ALL_BANDS_N);
+        let mut found = Vec::new();
+        index
+            .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+            .unwrap();
+        assert!(found.is_empty(), "{found:?}");
+        index.flush().unwrap();
+        assert_eq!(band_keys(&index), ALL_BANDS_N);
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.band_entries, ALL_BANDS_N as u64);
     }
 }

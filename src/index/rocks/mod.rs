@@ -1,7 +1,8 @@
 //! RocksDB implementation of the index: four block column families + sketch bands + ids +
 //! articles + expiry + meta, one directory, every insert one atomic `WriteBatch` (so a process
 //! killed mid-write reopens with the families in agreement: RocksDB replays whole batches from the
-//! WAL or none of them). This file holds the `RocksIndex` handle, its opening (the identity and
+//! WAL or none of them; the band entries of recent articles, held in memory (`index::recent`), are
+//! put back from the stored sketches). This file holds the `RocksIndex` handle, its opening (the identity and
 //! format checks, the refusal of an older layout, the per-family options) and the `ArticleStore`
 //! implementation, which hands each call to the file of its concern: `read` (an article by id, the
 //! candidate searches), `write` (every atomic write, and the retention window's removals), `admin`
@@ -21,8 +22,10 @@ pub use write::{EXPIRED_ARTICLES, EXPIRE_BATCH};
 
 use super::bucket;
 use super::layout::{
-    self, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, EXPIRY, IDS, META,
+    self, id_key, parse_id_key, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY, BAND_KEY_LEN,
+    BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
+use super::recent::{RecentBands, RecentChange};
 use super::IndexConfig;
 use super::{ArticleStore, Candidate, IndexCounts, PairChange, StoredArticle};
 use crate::error::IndexError;
@@ -38,7 +41,7 @@ use rocksdb::{
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// Merge operands a band bucket collects in the memtable before a write folds them into one value
 /// (when that needs no disk read), so reading a busy bucket stays short.
@@ -60,6 +63,20 @@ pub struct RocksIndex {
     /// The pairs editors separated, both ways (`pairs`): read for every accepted candidate, so
     /// kept in memory (a handful of ids per correction).
     separated: HashMap<String, Vec<String>>,
+    /// Band entries of the latest articles, not yet in the family (`index::recent`). Behind a
+    /// lock only so that `&self` paths (a flush, the close) can write them out; the single
+    /// writer never waits on it.
+    recent: Mutex<RecentBands>,
+    /// The `bands` family's options, which the files of `recent` are written with.
+    bands_opts: Options,
+}
+
+/// One atomic write being staged: the RocksDB batch, and the changes of the in-memory band
+/// entries that take effect once it is written.
+#[derive(Default)]
+pub(super) struct Staged {
+    pub rocks: WriteBatch,
+    pub recent: Vec<RecentChange>,
 }
 
 fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
@@ -172,46 +189,11 @@ impl RocksIndex {
             opts.set_block_based_table_factory(&table);
             families.push(ColumnFamilyDescriptor::new(name, opts));
         }
-        {
-            let mut table = BlockBasedOptions::default();
-            table.set_block_cache(&cache);
-            // Band lookups are point reads of 9-byte keys, nearly all of which no other article
-            // shares: the SST files' bloom filters answer those without reading data. (The prefix
-            // extractor is the whole key: the filter is the same, and the hash memtable needs it.)
-            table.set_bloom_filter(10.0, false);
-            table.set_whole_key_filtering(false);
-            let mut opts = Options::default();
-            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_KEY_LEN));
-            opts.set_merge_operator(
-                "newsdedup.band_bucket.v2",
-                |key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
-                    bucket::merge(key, existing, ops)
-                },
-                // Operands are not combined without the value they apply to.
-                |_: &[u8], _: Option<&[u8]>, _: &MergeOperands| None,
-            );
-            opts.set_max_successive_merges(MAX_SUCCESSIVE_MERGES);
-            // A bucket whose articles have all been removed (retention) leaves an empty value,
-            // dropped when a compaction next rewrites it (not by the one that merges it: RocksDB
-            // filters values, not a merge's result).
-            opts.set_compaction_filter("newsdedup.empty_band_bucket", |_, _: &[u8], v: &[u8]| {
-                if bucket::is_empty(v) {
-                    CompactionDecision::Remove
-                } else {
-                    CompactionDecision::Keep
-                }
-            });
-            // No memtable prefix bloom, as for the block families; one hash bucket per key.
-            opts.set_memtable_factory(MemtableFactory::HashSkipList {
-                bucket_count: 1 << 20,
-                height: MEMTABLE_SKIPLIST_HEIGHT,
-                branching_factor: 4,
-            });
-            // Band keys are hashes: incompressible.
-            opts.set_compression_type(DBCompressionType::None);
-            opts.set_block_based_table_factory(&table);
-            families.push(ColumnFamilyDescriptor::new(BANDS_FAMILY, opts));
-        }
+        let bands_opts = bands_options(&cache);
+        families.push(ColumnFamilyDescriptor::new(
+            BANDS_FAMILY,
+            bands_opts.clone(),
+        ));
         // Point reads by key: `ids` (the candidates' sequence numbers, written in ascending order)
         // and `articles` (by id).
         for name in [IDS, ARTICLES] {
@@ -252,24 +234,99 @@ impl RocksIndex {
             retention: config.retention,
             expiry_floor: AtomicI64::new(i64::MIN),
             separated: HashMap::new(),
+            recent: Mutex::new(RecentBands::default()),
+            bands_opts,
         };
-        match index
+        let stored = index
             .db
             .get_cf(index.cf(META)?, layout::META_FORMAT)
-            .map_err(rocks_err(dir))?
-        {
-            Some(stored) if stored != layout::FORMAT_VERSION.as_bytes() => {
+            .map_err(rocks_err(dir))?;
+        let upgradable = match stored.as_deref() {
+            Some(f) if f == layout::UPGRADABLE_FORMAT.as_bytes() => true,
+            Some(f) if f != layout::FORMAT_VERSION.as_bytes() => {
                 return Err(IndexError::FormatMismatch {
                     dir: dir.to_owned(),
-                    stored: String::from_utf8_lossy(&stored).into_owned(),
+                    stored: String::from_utf8_lossy(f).into_owned(),
                     current: layout::FORMAT_VERSION.to_owned(),
                 });
             }
-            _ => {}
-        }
+            _ => false,
+        };
         index.counts = index.read_counts()?;
+        if upgradable {
+            index.upgrade()?;
+        }
         index.separated = index.read_separated()?;
+        index.recover_recent()?;
         Ok(index)
+    }
+
+    /// Format 6 to 7 in place: every band entry of a 6 index is in the family, so the bound of
+    /// `recent` is the next sequence number; written with the new format in one write.
+    fn upgrade(&self) -> Result<(), IndexError> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            self.cf(BANDS_FAMILY)?,
+            BANDED_BELOW_KEY,
+            self.counts.next_seq.to_be_bytes(),
+        );
+        batch.put_cf(
+            self.cf(META)?,
+            layout::META_FORMAT,
+            layout::FORMAT_VERSION.as_bytes(),
+        );
+        self.db.write(batch).map_err(rocks_err(&self.dir))
+    }
+
+    /// Puts back the band entries of the unique articles not yet in the family (all of them
+    /// after a crash, none after a clean close), from their stored sketches.
+    fn recover_recent(&mut self) -> Result<(), IndexError> {
+        let banded_below = match self
+            .db
+            .get_cf(self.cf(BANDS_FAMILY)?, BANDED_BELOW_KEY)
+            .map_err(rocks_err(&self.dir))?
+        {
+            None => 0,
+            Some(v) => {
+                u64::from_be_bytes(v.as_slice().try_into().map_err(|_| IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!(
+                        "{BANDS_FAMILY}: the recent-entries bound has {} bytes, expected 8",
+                        v.len()
+                    ),
+                })?)
+            }
+        };
+        let mut recent = RecentBands::new(banded_below);
+        let mut it = self.db.raw_iterator_cf(self.cf(IDS)?);
+        it.seek(id_key(banded_below));
+        while let (Some(key), Some(value)) = (it.key(), it.value()) {
+            let id = String::from_utf8_lossy(value).into_owned();
+            let Some(seq) = parse_id_key(key) else {
+                return Err(IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!("{IDS}: malformed key {key:02x?}"),
+                });
+            };
+            if let Some(sketch) = self.read_sketch(&id)? {
+                for (band, bkey) in sketch.bands() {
+                    recent.add(layout::band_key(band as u8, bkey), seq);
+                }
+            }
+            it.next();
+        }
+        it.status().map_err(rocks_err(&self.dir))?;
+        drop(it);
+        *self
+            .recent
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner) = recent;
+        Ok(())
+    }
+
+    /// The in-memory band entries (see the field).
+    fn recent(&self) -> MutexGuard<'_, RecentBands> {
+        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// An existing index without the `bands` family predates format 2, without `expiry` format 3,
@@ -339,6 +396,57 @@ impl RocksIndex {
         v[16..24].copy_from_slice(&c.next_seq.to_be_bytes());
         v[24..32].copy_from_slice(&c.stream_time_ms.to_be_bytes());
         v
+    }
+}
+
+/// Options of the `bands` family, also those its ingested files are written with (the same
+/// filters and prefix extractor, so lookups treat them alike).
+fn bands_options(cache: &Cache) -> Options {
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    // Band lookups are point reads of 9-byte keys, nearly all of which no other article
+    // shares: the SST files' bloom filters answer those without reading data. (The prefix
+    // extractor is the whole key: the filter is the same, and the hash memtable needs it.)
+    table.set_bloom_filter(10.0, false);
+    table.set_whole_key_filtering(false);
+    let mut opts = Options::default();
+    opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BAND_KEY_LEN));
+    opts.set_merge_operator(
+        "newsdedup.band_bucket.v2",
+        |key: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
+            bucket::merge(key, existing, ops)
+        },
+        // Operands are not combined without the value they apply to.
+        |_: &[u8], _: Option<&[u8]>, _: &MergeOperands| None,
+    );
+    opts.set_max_successive_merges(MAX_SUCCESSIVE_MERGES);
+    // A bucket whose articles have all been removed (retention) leaves an empty value,
+    // dropped when a compaction next rewrites it (not by the one that merges it: RocksDB
+    // filters values, not a merge's result).
+    opts.set_compaction_filter("newsdedup.empty_band_bucket", |_, _: &[u8], v: &[u8]| {
+        if bucket::is_empty(v) {
+            CompactionDecision::Remove
+        } else {
+            CompactionDecision::Keep
+        }
+    });
+    // No memtable prefix bloom, as for the block families; one hash bucket per key.
+    opts.set_memtable_factory(MemtableFactory::HashSkipList {
+        bucket_count: 1 << 20,
+        height: MEMTABLE_SKIPLIST_HEIGHT,
+        branching_factor: 4,
+    });
+    // Band keys are hashes: incompressible.
+    opts.set_compression_type(DBCompressionType::None);
+    opts.set_block_based_table_factory(&table);
+    opts
+}
+
+/// A clean close writes the band entries held in memory to the family, so the next open has none
+/// to read back. A failure here loses nothing: that open puts them back from the sketches.
+impl Drop for RocksIndex {
+    fn drop(&mut self) {
+        let _ = self.write_out_recent();
     }
 }
 

@@ -5,7 +5,7 @@
 //! rebuild reads the unique and the duplicate topic side by side) end in the state of the latest
 //! one; loaded into memory at open, since the decision asks for every accepted candidate.
 
-use super::{rocks_err, RocksIndex};
+use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::layout::{self, META};
 use crate::index::{IndexCounts, PairChange, StoredArticle};
@@ -93,17 +93,17 @@ impl RocksIndex {
         pair: &PairChange,
     ) -> Result<(), IndexError> {
         let mut counts: IndexCounts = self.counts;
-        let mut batch = WriteBatch::default();
+        let mut staged = Staged::default();
         self.stage_article(
-            &mut batch,
+            &mut staged,
             &mut counts,
             id,
             Some(previous),
             article,
             article.searchable(),
         )?;
-        let paired = self.stage_pair(&mut batch, id, pair)?;
-        self.commit(batch, counts)?;
+        let paired = self.stage_pair(&mut staged.rocks, id, pair)?;
+        self.commit(staged, counts)?;
         if paired {
             self.pair_written(id, pair);
         }

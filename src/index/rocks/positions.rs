@@ -6,11 +6,11 @@
 //! them when the index becomes `run`'s (a takeover). An index `run` built has none. Apart from the
 //! decision's reads and writes because only a rebuilt index, and the takeover of one, uses them.
 
-use super::{rocks_err, RocksIndex};
+use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::layout::{self, META};
 use crate::index::{PairChange, StoredArticle};
-use rocksdb::{Direction, IteratorMode, WriteBatch};
+use rocksdb::{Direction, IteratorMode};
 use std::collections::BTreeMap;
 
 impl RocksIndex {
@@ -27,26 +27,26 @@ impl RocksIndex {
         position: Option<(&str, i32, i64)>,
     ) -> Result<(), IndexError> {
         let mut counts = self.counts;
-        let mut batch = WriteBatch::default();
+        let mut staged = Staged::default();
         if let Some((id, previous, article, searchable)) = article {
             let article = StoredArticle {
                 seq: counts.next_seq,
                 ..article.clone()
             };
-            self.stage_article(&mut batch, &mut counts, id, previous, &article, searchable)?;
+            self.stage_article(&mut staged, &mut counts, id, previous, &article, searchable)?;
         }
         let paired = match pair {
-            Some((id, change)) => self.stage_pair(&mut batch, id, change)?,
+            Some((id, change)) => self.stage_pair(&mut staged.rocks, id, change)?,
             None => false,
         };
         if let Some((topic, partition, next)) = position {
-            batch.put_cf(
+            staged.rocks.put_cf(
                 self.cf(META)?,
                 layout::position_key(topic, partition),
                 next.to_be_bytes(),
             );
         }
-        self.commit(batch, counts)?;
+        self.commit(staged, counts)?;
         if let (true, Some((id, change))) = (paired, pair) {
             self.pair_written(id, change);
         }
@@ -85,11 +85,13 @@ impl RocksIndex {
         if positions.is_empty() {
             return Ok(());
         }
-        let mut batch = WriteBatch::default();
+        let mut staged = Staged::default();
         for (topic, partition) in positions.keys() {
-            batch.delete_cf(self.cf(META)?, layout::position_key(topic, *partition));
+            staged
+                .rocks
+                .delete_cf(self.cf(META)?, layout::position_key(topic, *partition));
         }
-        self.commit(batch, self.counts)?;
+        self.commit(staged, self.counts)?;
         self.sync()
     }
 }

@@ -1,6 +1,7 @@
 //! Reads of the index: an article by id (its whole record, or only the binary sketch that leads
 //! its value) and the decision's two candidate searches, the block families' prefix scans (a
-//! crowded bucket finished by seeks) and the band buckets' batched point read. Both searches name
+//! crowded bucket finished by seeks) and the band buckets' batched point read (plus the entries
+//! held in memory, `index::recent`). Both searches name
 //! articles by sequence number and resolve them to ids in one batched read of `ids`. This is the
 //! path every decision waits on, kept in one file apart from the writes and the operators' scans.
 
@@ -204,14 +205,17 @@ impl RocksIndex {
         let values = self
             .db
             .batched_multi_get_cf(self.cf(BANDS_FAMILY)?, &keys, true);
+        let recent = self.recent();
         for ((key, value), band) in keys.iter().zip(values).zip(band_numbers) {
-            let Some(value) = value.map_err(rocks_err(&self.dir))? else {
-                continue;
+            let mut found = match value.map_err(rocks_err(&self.dir))? {
+                Some(value) => BandBucket::decode(&value).ok_or_else(|| IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
+                })?,
+                None if recent.members(key).is_empty() => continue,
+                None => BandBucket::default(),
             };
-            let found = BandBucket::decode(&value).ok_or_else(|| IndexError::Corrupt {
-                dir: self.dir.clone(),
-                message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
-            })?;
+            recent.add_to(key, &mut found);
             if found.crowded() {
                 crowded |= 1 << band;
             }
@@ -222,6 +226,7 @@ impl RocksIndex {
                 }
             }
         }
+        drop(recent);
         if !seqs.is_empty() {
             let ids = self.ids_of(&seqs)?;
             banded.extend(seqs.into_iter().zip(ids));

@@ -1,5 +1,6 @@
-//! Writes and the retention window. Every change of the index's articles is one atomic
-//! `WriteBatch` that carries the counters: an article with all its bookkeeping (`stage_article`,
+//! Writes, the retention window, and the writing out of the band entries held in memory. Every
+//! change of the index's articles is one atomic `WriteBatch` that carries the counters: an
+//! article with all its bookkeeping (`stage_article`,
 //! which every writer of articles uses: the decision's insert, a rebuild), the removal of one
 //! (`stage_removal`, for `delete` and expiry), and after each write the removals the retention
 //! window makes due (`remove_expired`). Kept in one file so that what a write touches, and what
@@ -25,17 +26,27 @@
 //! tombstones of earlier removals, and ends at the cutoff. A compaction filter was not used: it
 //! cannot remove an article's block and band entries in the same atomic step as the article, and
 //! the counters would drift.
+//!
+//! Band entries of recent articles (`index::recent`) are staged with the write and take effect in
+//! memory once it succeeded; when they reach `RECENT_BAND_ENTRIES`, `commit` writes them out as one
+//! sorted SST file that RocksDB ingests into `bands` with the new bound (`write_out_recent`).
 
-use super::{rocks_err, RocksIndex};
+use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::bucket;
 use crate::index::layout::{
-    self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDS_FAMILY,
-    BLOCK_FAMILIES, EXPIRY, IDS, META,
+    self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDED_BELOW_KEY,
+    BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
+use crate::index::recent::{RecentChange, RECENT_BAND_ENTRIES};
 use crate::index::{ArticleStore, IndexCounts, StoredArticle};
-use rocksdb::{ReadOptions, WriteBatch};
+use rocksdb::{IngestExternalFileOptions, ReadOptions, SstFileWriter};
 use std::sync::atomic::Ordering;
+use std::sync::PoisonError;
+
+/// The file in the index directory that the band entries held in memory are written to before
+/// RocksDB ingests it (moves it in under its own name).
+const RECENT_FILE: &str = "recent-bands.sst";
 
 /// Counter: articles removed by the retention window.
 pub const EXPIRED_ARTICLES: &str = "newsdedup_index_expired_total";
@@ -45,30 +56,68 @@ pub const EXPIRE_BATCH: usize = 1_000;
 impl RocksIndex {
     /// Writes `batch` with the new `counts` in the same atomic write, then removes what the
     /// retention window makes due (see the module comment).
-    pub(super) fn commit(
-        &mut self,
-        batch: WriteBatch,
-        counts: IndexCounts,
-    ) -> Result<(), IndexError> {
-        self.write_with_counts(batch, counts)?;
+    pub(super) fn commit(&mut self, staged: Staged, counts: IndexCounts) -> Result<(), IndexError> {
+        self.write_with_counts(staged, counts)?;
         self.remove_expired()?;
+        if self.recent().entries() >= RECENT_BAND_ENTRIES {
+            self.write_out_recent()?;
+        }
         Ok(())
     }
 
     fn write_with_counts(
         &mut self,
-        mut batch: WriteBatch,
+        mut staged: Staged,
         counts: IndexCounts,
     ) -> Result<(), IndexError> {
-        batch.put_cf(
+        staged.rocks.put_cf(
             self.cf(META)?,
             layout::META_COUNTS,
             Self::encode_counts(&counts),
         );
         self.db
-            .write_opt(batch, &self.write_opts)
+            .write_opt(staged.rocks, &self.write_opts)
             .map_err(rocks_err(&self.dir))?;
         self.counts = counts;
+        let recent = self
+            .recent
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for change in staged.recent {
+            recent.apply(change);
+        }
+        Ok(())
+    }
+
+    /// Writes the band entries held in memory to the `bands` family: one SST file, sorted, with
+    /// the new bound of `recent` (every article so far), ingested atomically. Afterwards memory
+    /// holds none. A no-op when it holds none.
+    pub(super) fn write_out_recent(&self) -> Result<(), IndexError> {
+        let mut recent = self.recent();
+        if recent.is_empty() {
+            return Ok(());
+        }
+        let banded_below = self.counts.next_seq;
+        let path = self.dir.join(RECENT_FILE);
+        let err = rocks_err(&self.dir);
+        let mut writer = SstFileWriter::create(&self.bands_opts);
+        writer.open(&path).map_err(&err)?;
+        for (key, seqs) in recent.sorted() {
+            writer.merge(key, bucket::append_all(seqs)).map_err(&err)?;
+        }
+        // Last: the bound's key sorts after every bucket.
+        writer
+            .put(BANDED_BELOW_KEY, banded_below.to_be_bytes())
+            .map_err(&err)?;
+        writer.finish().map_err(&err)?;
+        let mut opts = IngestExternalFileOptions::default();
+        opts.set_move_files(true);
+        self.db
+            .ingest_external_file_cf_opts(self.cf(BANDS_FAMILY)?, &opts, vec![&path])
+            .map_err(&err)?;
+        recent.written_out(banded_below);
+        // A move links the file in; the name it was written under may remain.
+        let _ = std::fs::remove_file(&path);
         Ok(())
     }
 
@@ -108,21 +157,21 @@ impl RocksIndex {
             }
             _ => cutoff,
         };
-        let mut batch = WriteBatch::default();
+        let mut staged = Staged::default();
         let mut counts = self.counts;
         let mut removed = 0u64;
         for (key, id) in &due {
             match self.get(id)? {
                 Some(art) if expiry_key(art.event_ms, art.seq).as_slice() == key.as_slice() => {
-                    self.stage_removal(&mut batch, &mut counts, id, &art)?;
+                    self.stage_removal(&mut staged, &mut counts, id, &art)?;
                     removed += 1;
                 }
                 // Not the article's current entry: nothing else refers to it.
-                _ => batch.delete_cf(expiry, key),
+                _ => staged.rocks.delete_cf(expiry, key),
             }
         }
         if !due.is_empty() {
-            self.write_with_counts(batch, counts)?;
+            self.write_with_counts(staged, counts)?;
         }
         if removed > 0 {
             metrics::counter!(EXPIRED_ARTICLES).increment(removed);
@@ -137,24 +186,25 @@ impl RocksIndex {
     /// every family: the article, its expiry entry, its block and band entries.
     pub(super) fn stage_removal(
         &self,
-        batch: &mut WriteBatch,
+        staged: &mut Staged,
         counts: &mut IndexCounts,
         id: &str,
         old: &StoredArticle,
     ) -> Result<(), IndexError> {
-        batch.delete_cf(self.cf(ARTICLES)?, id.as_bytes());
+        staged.rocks.delete_cf(self.cf(ARTICLES)?, id.as_bytes());
         counts.articles = counts.articles.saturating_sub(1);
-        self.delete_entries(batch, counts, old)
+        self.delete_entries(staged, counts, old)
     }
 
-    /// Adds to `batch` the removal of an article's expiry entry and, when it is searchable
+    /// Adds to `staged` the removal of an article's expiry entry and, when it is searchable
     /// (unique), its block and band entries (and the unique count).
     fn delete_entries(
         &self,
-        batch: &mut WriteBatch,
+        staged: &mut Staged,
         counts: &mut IndexCounts,
         old: &StoredArticle,
     ) -> Result<(), IndexError> {
+        let batch = &mut staged.rocks;
         batch.delete_cf(self.cf(EXPIRY)?, expiry_key(old.event_ms, old.seq));
         if !old.searchable() {
             return Ok(());
@@ -165,10 +215,18 @@ impl RocksIndex {
             batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
         }
         if let Some(sketch) = &old.sketch {
-            let bands = self.cf(BANDS_FAMILY)?;
-            let op = bucket::remove(old.seq);
-            for (band, key) in sketch.bands() {
-                batch.merge_cf(bands, band_key(band as u8, key), &op);
+            if self.recent().holds(old.seq) {
+                staged.recent.extend(
+                    sketch
+                        .bands()
+                        .map(|(band, key)| RecentChange::Drop(old.seq, band_key(band as u8, key))),
+                );
+            } else {
+                let bands = self.cf(BANDS_FAMILY)?;
+                let op = bucket::remove(old.seq);
+                for (band, key) in sketch.bands() {
+                    batch.merge_cf(bands, band_key(band as u8, key), &op);
+                }
             }
         }
         Ok(())
@@ -184,18 +242,18 @@ impl RocksIndex {
         searchable: bool,
     ) -> Result<(), IndexError> {
         let mut counts = self.counts;
-        let mut batch = WriteBatch::default();
-        self.stage_article(&mut batch, &mut counts, id, previous, article, searchable)?;
-        self.commit(batch, counts)
+        let mut staged = Staged::default();
+        self.stage_article(&mut staged, &mut counts, id, previous, article, searchable)?;
+        self.commit(staged, counts)
     }
 
-    /// Adds to `batch` (and `counts`) what `write_article` writes for one article: the article,
+    /// Adds to `staged` (and `counts`) what `write_article` writes for one article: the article,
     /// its expiry entry, its block and band entries when searchable, the removal of `previous`'s
     /// entries, and the stream time. Every writer of articles goes through it; a bulk writer
     /// stages several and writes them at once with `commit` (which also removes what is due).
     pub(super) fn stage_article(
         &self,
-        batch: &mut WriteBatch,
+        staged: &mut Staged,
         counts: &mut IndexCounts,
         id: &str,
         previous: Option<&StoredArticle>,
@@ -222,8 +280,9 @@ impl RocksIndex {
         counts.next_seq = counts.next_seq.max(article.seq + 1);
         match previous {
             None => counts.articles += 1,
-            Some(old) => self.delete_entries(batch, counts, old)?,
+            Some(old) => self.delete_entries(staged, counts, old)?,
         }
+        let batch = &mut staged.rocks;
         batch.put_cf(self.cf(ARTICLES)?, id.as_bytes(), &value);
         // The retention window's bookkeeping: the article's place in the removal queue, and the
         // stream time.
@@ -246,10 +305,16 @@ impl RocksIndex {
                 );
             }
             if let Some(sketch) = &article.sketch {
-                let bands = self.cf(BANDS_FAMILY)?;
-                let op = bucket::append(article.seq);
-                for (band, key) in sketch.bands() {
-                    batch.merge_cf(bands, band_key(band as u8, key), &op);
+                if self.recent().holds(article.seq) {
+                    staged.recent.extend(sketch.bands().map(|(band, key)| {
+                        RecentChange::Add(article.seq, band_key(band as u8, key))
+                    }));
+                } else {
+                    let bands = self.cf(BANDS_FAMILY)?;
+                    let op = bucket::append(article.seq);
+                    for (band, key) in sketch.bands() {
+                        batch.merge_cf(bands, band_key(band as u8, key), &op);
+                    }
                 }
             }
         }
