@@ -4,13 +4,16 @@
 //! Why: a band entry is a random 9-byte key, twelve per unique article. Through RocksDB's
 //! memtable, each flush re-sorted every one of them into a skiplist in hash-bucket order, a cache
 //! miss per level (a fifth of the CPU of a bulk load, and the core a live instance lost for
-//! ~0.4 s at every flush). Here an entry is one hash-map insert; `rocks::write` sorts the whole
-//! table once and ingests it as an SST file when it reaches [`RECENT_BAND_ENTRIES`] entries, when
-//! the index is flushed and when it is closed.
+//! ~0.4 s at every flush). Here an entry is one hash-map insert. When the table reaches
+//! [`RECENT_BAND_ENTRIES`] entries it is frozen and a new one takes the next articles; `rocks::write`
+//! sorts the frozen table and writes it as one SST file on a thread of its own, and the single
+//! writer ingests that file once it is ready (a few ms). The index's flush and close write out
+//! both tables.
 //!
 //! What it holds, exactly: the band entries of every unique article whose sequence number is at
 //! or above [`RecentBands::banded_below`], and nothing else; every article below has its entries
-//! in the family. The ingested file carries the new bound itself (`layout::BANDED_BELOW_KEY`), so
+//! in the family. A change to an article of the frozen table waits for its file to be ingested
+//! (rare: an article replaced or removed within moments of being indexed). The ingested file carries the new bound itself (`layout::BANDED_BELOW_KEY`), so
 //! the bound and the entries change in one atomic step, and a process that dies with entries in
 //! memory loses nothing: on open, `rocks` reads the bound and puts the entries of every unique
 //! article from there on back, from their stored sketches. An article below the bound that is
@@ -18,12 +21,13 @@
 //! family directly, as does the removal of an article below it; the removal of one above only
 //! drops its entries from memory.
 //!
-//! A lookup sees a bucket as the family's value with the entries held here added in sequence
-//! order, which is exactly what the family holds once they are ingested.
+//! A lookup sees a bucket as the family's value with the entries held here added (the frozen
+//! table's, then the active one's), which is exactly what the family holds once they are ingested.
 
 use crate::index::bucket::{self, BandBucket};
 use crate::index::layout::BAND_KEY_LEN;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// A `bands` key (see `layout::band_key`).
 pub type BandKey = [u8; BAND_KEY_LEN];
@@ -59,50 +63,26 @@ pub enum RecentChange {
     Drop(u64, BandKey),
 }
 
-/// See the module comment.
-#[derive(Debug, Default)]
-pub struct RecentBands {
-    buckets: FxHashMap<BandKey, Members>,
-    entries: usize,
-    banded_below: u64,
+/// Where the band entries of an article are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Home {
+    /// In the `bands` family.
+    Family,
+    /// In the frozen table, which is being written out (and must be, before it changes).
+    Frozen,
+    /// In the table that takes new entries.
+    Active,
 }
 
-impl RecentBands {
-    /// An empty table: every article below `banded_below` has its entries in the family.
-    pub fn new(banded_below: u64) -> RecentBands {
-        RecentBands {
-            banded_below,
-            ..RecentBands::default()
-        }
-    }
+/// Band entries by bucket.
+#[derive(Debug, Default)]
+pub struct Table {
+    buckets: FxHashMap<BandKey, Members>,
+    entries: usize,
+}
 
-    /// Articles at or above this sequence number have their band entries here.
-    pub fn banded_below(&self) -> u64 {
-        self.banded_below
-    }
-
-    /// True if the band entries of the article `seq` belong here rather than in the family.
-    pub fn holds(&self, seq: u64) -> bool {
-        seq >= self.banded_below
-    }
-
-    /// Band entries held.
-    pub fn entries(&self) -> usize {
-        self.entries
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries == 0
-    }
-
-    pub fn apply(&mut self, change: RecentChange) {
-        match change {
-            RecentChange::Add(seq, key) => self.add(key, seq),
-            RecentChange::Drop(seq, key) => self.drop_entry(key, seq),
-        }
-    }
-
-    pub fn add(&mut self, key: BandKey, seq: u64) {
+impl Table {
+    fn add(&mut self, key: BandKey, seq: u64) {
         match self.buckets.get_mut(&key) {
             None => {
                 self.buckets.insert(key, Members::One(seq));
@@ -138,20 +118,17 @@ impl RecentBands {
         }
     }
 
-    /// The articles of bucket `key` held here, ascending (empty if none).
+    /// The articles of bucket `key`, ascending (empty if none).
     pub fn members(&self, key: &BandKey) -> &[u64] {
         self.buckets.get(key).map_or(&[], Members::as_slice)
     }
 
-    /// Adds the articles of bucket `key` held here to `found`, the family's value of the bucket.
-    pub fn add_to(&self, key: &BandKey, found: &mut BandBucket) {
-        let cap = bucket::cap(key[0]);
-        for &seq in self.members(key) {
-            found.add(seq, cap);
-        }
+    /// Entries held.
+    pub fn entries(&self) -> usize {
+        self.entries
     }
 
-    /// Every bucket held, by key (the order of an SST file).
+    /// Every bucket, by key (the order of an SST file).
     pub fn sorted(&self) -> Vec<(&BandKey, &[u64])> {
         let mut all: Vec<(&BandKey, &[u64])> = self
             .buckets
@@ -161,13 +138,124 @@ impl RecentBands {
         all.sort_unstable_by_key(|(k, _)| *k);
         all
     }
+}
 
-    /// Empties the table once its entries are in the family, with every article below
-    /// `banded_below` now there.
-    pub fn written_out(&mut self, banded_below: u64) {
-        self.buckets.clear();
-        self.entries = 0;
-        self.banded_below = banded_below;
+/// See the module comment. Two tables: the active one takes new entries; once it is full it is
+/// frozen and written out while a new active one fills, so the writer never waits for the sort.
+#[derive(Debug, Default)]
+pub struct RecentBands {
+    active: Table,
+    frozen: Option<Arc<Table>>,
+    /// Every article below has its entries in the family.
+    banded_below: u64,
+    /// Every article below has its entries in the family or the frozen table (`banded_below`
+    /// when there is none).
+    active_from: u64,
+}
+
+impl RecentBands {
+    /// Empty tables: every article below `banded_below` has its entries in the family.
+    pub fn new(banded_below: u64) -> RecentBands {
+        RecentBands {
+            banded_below,
+            active_from: banded_below,
+            ..RecentBands::default()
+        }
+    }
+
+    /// Articles at or above this sequence number have their band entries here.
+    pub fn banded_below(&self) -> u64 {
+        self.banded_below
+    }
+
+    /// Where the band entries of the article `seq` belong.
+    pub fn home(&self, seq: u64) -> Home {
+        if seq < self.banded_below {
+            Home::Family
+        } else if seq < self.active_from {
+            Home::Frozen
+        } else {
+            Home::Active
+        }
+    }
+
+    /// Entries of the active table (the frozen one is on its way out).
+    pub fn entries(&self) -> usize {
+        self.active.entries
+    }
+
+    /// Nothing held: neither table has an entry.
+    pub fn is_empty(&self) -> bool {
+        self.active.entries == 0 && self.frozen.is_none()
+    }
+
+    /// Applies a change of an article whose home is `Home::Active`.
+    pub fn apply(&mut self, change: RecentChange) {
+        match change {
+            RecentChange::Add(seq, key) => self.active.add(key, seq),
+            RecentChange::Drop(seq, key) => self.active.drop_entry(key, seq),
+        }
+    }
+
+    /// Adds an entry to the active table (staged changes go through `apply`).
+    pub fn add(&mut self, key: BandKey, seq: u64) {
+        self.active.add(key, seq);
+    }
+
+    /// True if either table holds articles of bucket `key`.
+    pub fn has(&self, key: &BandKey) -> bool {
+        !self.active.members(key).is_empty()
+            || self
+                .frozen
+                .as_ref()
+                .is_some_and(|t| !t.members(key).is_empty())
+    }
+
+    /// Adds the articles of bucket `key` held here to `found`, the family's value of the bucket,
+    /// in the order they will reach the family: the frozen table's, then the active one's.
+    pub fn add_to(&self, key: &BandKey, found: &mut BandBucket) {
+        let cap = bucket::cap(key[0]);
+        let frozen = self.frozen.as_ref().map_or(&[][..], |t| t.members(key));
+        for &seq in frozen.iter().chain(self.active.members(key)) {
+            found.add(seq, cap);
+        }
+    }
+
+    /// Every key either table holds, ascending, once.
+    pub fn keys(&self) -> Vec<BandKey> {
+        let mut keys: Vec<BandKey> = self.active.buckets.keys().copied().collect();
+        if let Some(frozen) = &self.frozen {
+            keys.extend(frozen.buckets.keys().copied());
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
+    /// The table being written out, if any.
+    pub fn frozen(&self) -> Option<Arc<Table>> {
+        self.frozen.clone()
+    }
+
+    /// Every article below has its entries in the family or the frozen table: the bound the
+    /// frozen table's file carries.
+    pub fn frozen_below(&self) -> u64 {
+        self.active_from
+    }
+
+    /// Freezes the active table to be written out (none may be frozen already): the articles
+    /// below `next_seq` then have their entries in the family or the frozen table.
+    pub fn freeze(&mut self, next_seq: u64) -> Arc<Table> {
+        let table = Arc::new(std::mem::take(&mut self.active));
+        self.frozen = Some(table.clone());
+        self.active_from = next_seq.max(self.active_from);
+        table
+    }
+
+    /// The frozen table is in the family, with every article below `active_from`.
+    pub fn frozen_written(&mut self) {
+        self.frozen = None;
+        self.banded_below = self.active_from;
     }
 }
 
@@ -186,18 +274,47 @@ mod tests {
         t.add(k, 11);
         t.add(k, 12);
         t.add(band_key(3, 1), 11);
-        assert_eq!(t.members(&k), [11, 12]);
+        let mut found = BandBucket::default();
+        t.add_to(&k, &mut found);
+        assert_eq!(found.entries, [11, 12]);
         assert_eq!(t.entries(), 3);
         t.apply(RecentChange::Drop(11, k));
         t.apply(RecentChange::Drop(99, k));
-        assert_eq!(t.members(&k), [12]);
         t.apply(RecentChange::Drop(12, k));
-        assert!(t.members(&k).is_empty());
+        assert!(!t.has(&k));
         assert_eq!(t.entries(), 1);
-        assert_eq!(t.sorted(), vec![(&band_key(3, 1), &[11u64][..])]);
-        assert!(t.holds(10) && !t.holds(9));
-        t.written_out(13);
-        assert!(t.is_empty() && !t.holds(12));
+        assert_eq!(t.keys(), [band_key(3, 1)]);
+    }
+
+    /// Freezing hands the full table over to be written out while a new one fills: lookups see
+    /// both, the articles of each have their home, and once written the frozen ones are the
+    /// family's.
+    #[test]
+    fn a_frozen_table_is_seen_until_it_is_written_out() {
+        let mut t = RecentBands::new(10);
+        let k = band_key(1, 1);
+        t.add(k, 10);
+        t.add(band_key(2, 2), 11);
+        let frozen = t.freeze(12);
+        assert_eq!(frozen.sorted().len(), 2);
+        assert_eq!(t.entries(), 0);
+        assert!(!t.is_empty());
+        t.apply(RecentChange::Add(12, k));
+        assert_eq!(
+            [t.home(9), t.home(11), t.home(12)],
+            [Home::Family, Home::Frozen, Home::Active]
+        );
+        let mut found = BandBucket::default();
+        t.add_to(&k, &mut found);
+        assert_eq!(found.entries, [10, 12]);
+        assert_eq!(t.keys(), [k, band_key(2, 2)]);
+        t.frozen_written();
+        assert_eq!(t.banded_below(), 12);
+        assert_eq!(t.home(11), Home::Family);
+        assert!(t.frozen().is_none());
+        let mut found = BandBucket::default();
+        t.add_to(&k, &mut found);
+        assert_eq!(found.entries, [12]);
     }
 
     /// A bucket seen through the table is the family's value plus the entries held, crowded

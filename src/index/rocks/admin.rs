@@ -700,7 +700,7 @@ impl RocksIndex {
         mut f: impl FnMut(&[u8], Option<BandBucket>) -> Result<(), IndexError>,
     ) -> Result<(), IndexError> {
         let recent = self.recent();
-        let held = recent.sorted();
+        let held = recent.keys();
         let mut next = 0;
         let only_held = |key: &BandKey| {
             let mut found = BandBucket::default();
@@ -712,13 +712,13 @@ impl RocksIndex {
             .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
         it.seek_to_first();
         while let (Some(key), Some(value)) = (it.key(), it.value()) {
-            while let Some(&(held_key, _)) = held.get(next).filter(|(k, _)| k.as_slice() < key) {
+            while let Some(held_key) = held.get(next).filter(|k| k.as_slice() < key) {
                 f(held_key, Some(only_held(held_key)))?;
                 next += 1;
             }
             if key != BANDED_BELOW_KEY {
                 let mut found = BandBucket::decode(value);
-                if let Some(&(held_key, _)) = held.get(next).filter(|(k, _)| k.as_slice() == key) {
+                if let Some(held_key) = held.get(next).filter(|k| k.as_slice() == key) {
                     if let Some(found) = found.as_mut() {
                         recent.add_to(held_key, found);
                     }
@@ -729,7 +729,7 @@ impl RocksIndex {
             it.next();
         }
         it.status().map_err(rocks_err(&self.dir))?;
-        for &(held_key, _) in &held[next..] {
+        for held_key in &held[next..] {
             f(held_key, Some(only_held(held_key)))?;
         }
         Ok(())
@@ -762,6 +762,7 @@ fn dir_size(dir: &Path) -> u64 {
 mod tests {
     use super::*;
     use crate::fingerprint::FingerprintIdentity;
+    use crate::index::recent::RecentBands;
     use crate::index::{IndexConfig, StoredDecision};
     use crate::simhash::Fingerprint;
     use crate::sketch::{Sketch, ALL_BANDS as ALL_BANDS_N, BINS};
@@ -1053,7 +1054,7 @@ mod tests {
         assert_eq!(index.recent().entries(), 10 * ALL_BANDS_N);
         assert_eq!(index.recent().banded_below(), 20);
         // A crash: memory is lost before it is written out.
-        index.recent().written_out(20);
+        *index.recent() = RecentBands::new(20);
         drop(index);
 
         let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
@@ -1148,5 +1149,50 @@ mod tests {
         let report = index.verify().unwrap();
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.band_entries, ALL_BANDS_N as u64);
+    }
+
+    /// A full table is frozen and written out on its own thread while the next articles fill a
+    /// new one; a change to an article of the frozen table (here its removal) first lets the
+    /// table reach the family, then removes the article there. Lookups and `verify` see every
+    /// article exactly once throughout, and the file's bound is the one frozen.
+    #[test]
+    fn a_full_table_is_written_out_while_the_next_one_fills() {
+        use crate::index::recent::RECENT_BAND_ENTRIES;
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let full = RECENT_BAND_ENTRIES.div_ceil(ALL_BANDS_N) as u64;
+        let articles: Vec<StoredArticle> = (0..full + 10)
+            .map(|seq| article(seq, 0, seq as u32 + 1))
+            .collect();
+        let found = |index: &RocksIndex, a: &StoredArticle| {
+            let mut found = Vec::new();
+            index
+                .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+                .unwrap();
+            found
+        };
+        for (seq, a) in articles.iter().enumerate().take(full as usize) {
+            index.insert(&format!("a{seq}"), a, true).unwrap();
+        }
+        assert!(index.recent().frozen().is_some(), "frozen once full");
+        assert_eq!(index.recent().entries(), 0);
+        assert_eq!(found(&index, &articles[5]), [(5, "a5".to_owned())]);
+        index.delete(&["a5".to_owned()]).unwrap();
+        assert!(index.recent().frozen().is_none());
+        assert_eq!(index.recent().banded_below(), full);
+        for (seq, a) in articles.iter().enumerate().skip(full as usize) {
+            index.insert(&format!("a{seq}"), a, true).unwrap();
+        }
+        assert_eq!(index.recent().entries(), 10 * ALL_BANDS_N);
+        assert!(found(&index, &articles[5]).is_empty());
+        assert_eq!(found(&index, &articles[6]), [(6, "a6".to_owned())]);
+        let last = full as usize + 9;
+        assert_eq!(
+            found(&index, &articles[last]),
+            [(last as u64, format!("a{last}"))]
+        );
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(report.band_entries, (full + 9) * ALL_BANDS_N as u64);
     }
 }

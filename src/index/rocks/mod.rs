@@ -42,6 +42,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 
 /// Merge operands a band bucket collects in the memtable before a write folds them into one value
 /// (when that needs no disk read), so reading a busy bucket stays short.
@@ -67,6 +68,8 @@ pub struct RocksIndex {
     /// lock only so that `&self` paths (a flush, the close) can write them out; the single
     /// writer never waits on it.
     recent: Mutex<RecentBands>,
+    /// The thread writing `recent`'s frozen table to a file, if one is (see `write`).
+    write_out: Mutex<Option<JoinHandle<Result<(), rocksdb::Error>>>>,
     /// The `bands` family's options, which the files of `recent` are written with.
     bands_opts: Options,
 }
@@ -235,6 +238,7 @@ impl RocksIndex {
             expiry_floor: AtomicI64::new(i64::MIN),
             separated: HashMap::new(),
             recent: Mutex::new(RecentBands::default()),
+            write_out: Mutex::new(None),
             bands_opts,
         };
         let stored = index

@@ -212,7 +212,7 @@ impl RocksIndex {
                     dir: self.dir.clone(),
                     message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
                 })?,
-                None if recent.members(key).is_empty() => continue,
+                None if !recent.has(key) => continue,
                 None => BandBucket::default(),
             };
             recent.add_to(key, &mut found);

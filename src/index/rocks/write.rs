@@ -28,8 +28,10 @@
 //! the counters would drift.
 //!
 //! Band entries of recent articles (`index::recent`) are staged with the write and take effect in
-//! memory once it succeeded; when they reach `RECENT_BAND_ENTRIES`, `commit` writes them out as one
-//! sorted SST file that RocksDB ingests into `bands` with the new bound (`write_out_recent`).
+//! memory once it succeeded. When they reach `RECENT_BAND_ENTRIES`, `commit` freezes the table and
+//! a thread of its own writes it as one sorted SST file, with the new bound; a later `commit` (the
+//! single writer, so no lookup runs meanwhile) has RocksDB ingest the file into `bands`, which
+//! makes the entries and the bound the family's in one atomic step, and drops the frozen table.
 
 use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
@@ -38,9 +40,10 @@ use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDED_BELOW_KEY,
     BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
-use crate::index::recent::{RecentChange, RECENT_BAND_ENTRIES};
+use crate::index::recent::{Home, RecentChange, Table, RECENT_BAND_ENTRIES};
 use crate::index::{ArticleStore, IndexCounts, StoredArticle};
-use rocksdb::{IngestExternalFileOptions, ReadOptions, SstFileWriter};
+use rocksdb::{IngestExternalFileOptions, Options, ReadOptions, SstFileWriter};
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
 
@@ -59,8 +62,12 @@ impl RocksIndex {
     pub(super) fn commit(&mut self, staged: Staged, counts: IndexCounts) -> Result<(), IndexError> {
         self.write_with_counts(staged, counts)?;
         self.remove_expired()?;
+        self.ingest_written(false)?;
         if self.recent().entries() >= RECENT_BAND_ENTRIES {
-            self.write_out_recent()?;
+            // One file at a time: a table that fills while the last one is still being written
+            // waits for it (at ~20,000 articles a table, it never has so far).
+            self.ingest_written(true)?;
+            self.start_write_out()?;
         }
         Ok(())
     }
@@ -89,36 +96,101 @@ impl RocksIndex {
         Ok(())
     }
 
-    /// Writes the band entries held in memory to the `bands` family: one SST file, sorted, with
-    /// the new bound of `recent` (every article so far), ingested atomically. Afterwards memory
-    /// holds none. A no-op when it holds none.
-    pub(super) fn write_out_recent(&self) -> Result<(), IndexError> {
-        let mut recent = self.recent();
-        if recent.is_empty() {
+    /// Starts writing the frozen table to its file on a thread of its own, freezing the active
+    /// table first if none is frozen. Does nothing while a write is under way or if nothing is
+    /// held. (A frozen table already there is one whose write failed: it is written again.)
+    fn start_write_out(&self) -> Result<(), IndexError> {
+        let mut slot = self
+            .write_out
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot.is_some() {
             return Ok(());
         }
-        let banded_below = self.counts.next_seq;
+        let (table, banded_below) = {
+            let mut recent = self.recent();
+            let table = match recent.frozen() {
+                Some(table) => table,
+                None if recent.entries() == 0 => return Ok(()),
+                None => recent.freeze(self.counts.next_seq),
+            };
+            (table, recent.frozen_below())
+        };
+        let opts = self.bands_opts.clone();
         let path = self.dir.join(RECENT_FILE);
+        let thread = std::thread::Builder::new()
+            .name("newsdedup-bands".to_owned())
+            .spawn(move || write_table(&opts, &path, &table, banded_below))
+            .map_err(|source| IndexError::Io {
+                dir: self.dir.clone(),
+                source,
+            })?;
+        *slot = Some(thread);
+        Ok(())
+    }
+
+    /// Has RocksDB ingest the frozen table's file once it is written (`wait`: waiting for it),
+    /// then drops the table. Does nothing if no write is under way, or (without `wait`) it has
+    /// not finished.
+    fn ingest_written(&self, wait: bool) -> Result<(), IndexError> {
+        let thread = {
+            let mut slot = self
+                .write_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            match slot.take() {
+                Some(thread) if wait || thread.is_finished() => thread,
+                other => {
+                    *slot = other;
+                    return Ok(());
+                }
+            }
+        };
         let err = rocks_err(&self.dir);
-        let mut writer = SstFileWriter::create(&self.bands_opts);
-        writer.open(&path).map_err(&err)?;
-        for (key, seqs) in recent.sorted() {
-            writer.merge(key, bucket::append_all(seqs)).map_err(&err)?;
-        }
-        // Last: the bound's key sorts after every bucket.
-        writer
-            .put(BANDED_BELOW_KEY, banded_below.to_be_bytes())
+        thread
+            .join()
+            .map_err(|_| IndexError::Storage {
+                dir: self.dir.clone(),
+                message: "the thread writing the recent band entries to a file panicked".to_owned(),
+            })?
             .map_err(&err)?;
-        writer.finish().map_err(&err)?;
+        let path = self.dir.join(RECENT_FILE);
         let mut opts = IngestExternalFileOptions::default();
         opts.set_move_files(true);
         self.db
             .ingest_external_file_cf_opts(self.cf(BANDS_FAMILY)?, &opts, vec![&path])
             .map_err(&err)?;
-        recent.written_out(banded_below);
+        self.recent().frozen_written();
         // A move links the file in; the name it was written under may remain.
         let _ = std::fs::remove_file(&path);
         Ok(())
+    }
+
+    /// Writes every band entry held in memory to the `bands` family and waits for it (a flush,
+    /// the close).
+    pub(super) fn write_out_recent(&self) -> Result<(), IndexError> {
+        self.ingest_written(true)?;
+        while !self.recent().is_empty() {
+            self.start_write_out()?;
+            self.ingest_written(true)?;
+        }
+        Ok(())
+    }
+
+    /// Where the band entries of the article `seq` are, for a write being staged: `Active` (in
+    /// memory) or `Family`. An article of the frozen table is first let reach the family.
+    fn band_home(&self, seq: u64) -> Result<Home, IndexError> {
+        let home = self.recent().home(seq);
+        if home != Home::Frozen {
+            return Ok(home);
+        }
+        self.ingest_written(true)?;
+        if self.recent().frozen().is_some() {
+            // Its write failed before: again.
+            self.start_write_out()?;
+            self.ingest_written(true)?;
+        }
+        Ok(self.recent().home(seq))
     }
 
     /// Removes up to [`EXPIRE_BATCH`] articles that are more than the retention window older
@@ -215,7 +287,7 @@ impl RocksIndex {
             batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
         }
         if let Some(sketch) = &old.sketch {
-            if self.recent().holds(old.seq) {
+            if self.band_home(old.seq)? == Home::Active {
                 staged.recent.extend(
                     sketch
                         .bands()
@@ -305,7 +377,7 @@ impl RocksIndex {
                 );
             }
             if let Some(sketch) = &article.sketch {
-                if self.recent().holds(article.seq) {
+                if self.band_home(article.seq)? == Home::Active {
                     staged.recent.extend(sketch.bands().map(|(band, key)| {
                         RecentChange::Add(article.seq, band_key(band as u8, key))
                     }));
@@ -320,4 +392,22 @@ impl RocksIndex {
         }
         Ok(())
     }
+}
+
+/// Writes `table` to an SST file at `path` for the `bands` family (`opts`: its options), one
+/// operand per bucket adding its articles, and last the bound `banded_below`.
+fn write_table(
+    opts: &Options,
+    path: &Path,
+    table: &Table,
+    banded_below: u64,
+) -> Result<(), rocksdb::Error> {
+    let mut writer = SstFileWriter::create(opts);
+    writer.open(path)?;
+    for (key, seqs) in table.sorted() {
+        writer.merge(key, bucket::append_all(seqs))?;
+    }
+    // The bound's key sorts after every bucket.
+    writer.put(BANDED_BELOW_KEY, banded_below.to_be_bytes())?;
+    writer.finish()
 }
