@@ -931,7 +931,8 @@ mod tests {
     }
 
     /// After `lower_background_priority`, the thread that runs flushes works at nice 19 (it
-    /// takes the priority when it picks up its next job; the process's other threads keep theirs).
+    /// takes the priority when it picks up its next job; the process's other threads keep
+    /// theirs), and so does the thread writing out band entries.
     #[cfg(target_os = "linux")]
     #[test]
     fn background_threads_run_at_the_lowest_priority() {
@@ -961,6 +962,17 @@ mod tests {
         let test_thread = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
         let own = nice_of_threads(test_thread.trim());
         assert!(own.iter().all(|&n| n == 0), "{own:?}");
+        // The index's own background thread (writing out band entries) lowers itself too.
+        let writer = std::thread::Builder::new()
+            .name("nice-check".to_owned())
+            .spawn(|| {
+                super::super::background_thread_priority();
+                nice_of_threads("nice-check")
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(writer, [19]);
     }
 
     /// Articles removed by the retention window leave empty band buckets, which the next

@@ -40,7 +40,7 @@ use rocksdb::{
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicI64;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
@@ -82,6 +82,22 @@ pub(super) struct Staged {
     pub recent: Vec<RecentChange>,
 }
 
+/// Set by [`RocksIndex::lower_background_priority`].
+static LOWER_BACKGROUND: AtomicBool = AtomicBool::new(false);
+
+/// Called by a background thread of the index as it starts: lowers its own priority to nice 19
+/// if the process asked for it. Best effort: at worst the thread keeps normal priority.
+fn background_thread_priority() {
+    #[cfg(target_os = "linux")]
+    if LOWER_BACKGROUND.load(Ordering::Relaxed) {
+        // SAFETY: plain system calls on this thread's own id; no memory is passed.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, 19);
+        }
+    }
+}
+
 fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
     move |source| IndexError::Storage {
         dir: dir.to_owned(),
@@ -90,18 +106,19 @@ fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
 }
 
 impl RocksIndex {
-    /// Runs RocksDB's flushes and compactions at the lowest CPU priority (nice 19), for every
-    /// index this process opens, from their next job on. For the long-running commands, whose
-    /// outputs someone waits for: a memtable flush takes a core for ~0.4 s (the sort of the
-    /// `bands` hash memtable), and at normal priority it took that core from the prepare and
-    /// decision threads, so every output of that moment was ~0.3 s late. RocksDB still bounds
-    /// the debt: once every memtable of a family is full, writes wait for the flush, which then
-    /// has the CPU. Not for `batch`: there the deferred flush ends as a stall with one core idle
-    /// (~4% slower on two cores).
+    /// Runs RocksDB's flushes and compactions, and the writing out of the recent band entries
+    /// (`write`), at the lowest CPU priority (nice 19), for every index this process opens, from
+    /// their next job on. For the long-running commands, whose outputs someone waits for: such a
+    /// job takes a core for up to a few tenths of a second, and at normal priority it took that
+    /// core from the prepare and decision threads, so every output of that moment was late. The
+    /// debt stays bounded: once every memtable of a family is full, or the next table of band
+    /// entries, writes wait for the job, which then has the CPU. Not for `batch`: there the
+    /// deferred work ends as a stall with one core idle (~4% slower on two cores).
     pub fn lower_background_priority() -> Result<(), IndexError> {
         let mut env = Env::new().map_err(|e| IndexError::Environment(e.into_string()))?;
         env.lower_thread_pool_cpu_priority();
         env.lower_high_priority_thread_pool_cpu_priority();
+        LOWER_BACKGROUND.store(true, Ordering::Relaxed);
         Ok(())
     }
 

@@ -33,7 +33,7 @@
 //! single writer, so no lookup runs meanwhile) has RocksDB ingest the file into `bands`, which
 //! makes the entries and the bound the family's in one atomic step, and drops the frozen table.
 
-use super::{rocks_err, RocksIndex, Staged};
+use super::{background_thread_priority, rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::bucket;
 use crate::index::layout::{
@@ -120,7 +120,10 @@ impl RocksIndex {
         let path = self.dir.join(RECENT_FILE);
         let thread = std::thread::Builder::new()
             .name("newsdedup-bands".to_owned())
-            .spawn(move || write_table(&opts, &path, &table, banded_below))
+            .spawn(move || {
+                background_thread_priority();
+                write_table(&opts, &path, &table, banded_below)
+            })
             .map_err(|source| IndexError::Io {
                 dir: self.dir.clone(),
                 source,
