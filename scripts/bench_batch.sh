@@ -11,9 +11,10 @@
 # right after the batch run and divides their mean by batch's wall time; the closing line gives the
 # median of the rounds' ratios. The first line names the machine (CPU model, cores, caches); each
 # round prints the batch summary line (its own articles/s counts from its first decision) and how
-# many memtable flushes RocksDB ran: the corpus fills the `bands` memtable about once, so a change
-# that moves that threshold moves this figure by ~10% without a gain per article (measure such a
-# change on a longer stream too).
+# many memtable flushes RocksDB ran during the run (none over the corpus: its families' memtables
+# do not fill, and the band entries go to the index as files). A change that makes a flush fall
+# inside the run, or a band file more or less, moves this figure without a change per article:
+# measure such a change on a longer stream too.
 #
 # The corpus is read from ../shared/data/corpus (NEWSDEDUP_CORPUS_DIR) into a temporary file
 # outside the repository; nothing is kept.

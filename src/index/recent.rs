@@ -82,6 +82,16 @@ pub struct Table {
 }
 
 impl Table {
+    /// A table with room for a full one's buckets: growing it by rehashing would hold the
+    /// decision for milliseconds at every doubling (~20 ms at the last). The slots are only
+    /// address space until used.
+    fn sized() -> Table {
+        Table {
+            buckets: FxHashMap::with_capacity_and_hasher(RECENT_BAND_ENTRIES, Default::default()),
+            entries: 0,
+        }
+    }
+
     fn add(&mut self, key: BandKey, seq: u64) {
         match self.buckets.get_mut(&key) {
             None => {
@@ -157,9 +167,10 @@ impl RecentBands {
     /// Empty tables: every article below `banded_below` has its entries in the family.
     pub fn new(banded_below: u64) -> RecentBands {
         RecentBands {
+            active: Table::sized(),
+            frozen: None,
             banded_below,
             active_from: banded_below,
-            ..RecentBands::default()
         }
     }
 
@@ -246,7 +257,7 @@ impl RecentBands {
     /// Freezes the active table to be written out (none may be frozen already): the articles
     /// below `next_seq` then have their entries in the family or the frozen table.
     pub fn freeze(&mut self, next_seq: u64) -> Arc<Table> {
-        let table = Arc::new(std::mem::take(&mut self.active));
+        let table = Arc::new(std::mem::replace(&mut self.active, Table::sized()));
         self.frozen = Some(table.clone());
         self.active_from = next_seq.max(self.active_from);
         table
