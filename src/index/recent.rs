@@ -12,14 +12,14 @@
 //!
 //! What it holds, exactly: the band entries of every unique article whose sequence number is at
 //! or above [`RecentBands::banded_below`], and nothing else; every article below has its entries
-//! in the family. A change to an article of the frozen table waits for its file to be ingested
-//! (rare: an article replaced or removed within moments of being indexed). The ingested file carries the new bound itself (`layout::BANDED_BELOW_KEY`), so
+//! in the family. The ingested file carries the new bound itself (`layout::BANDED_BELOW_KEY`), so
 //! the bound and the entries change in one atomic step, and a process that dies with entries in
 //! memory loses nothing: on open, `rocks` reads the bound and puts the entries of every unique
 //! article from there on back, from their stored sketches. An article below the bound that is
-//! written again (a restore out of order, an editor's release) has its entries written to the
-//! family directly, as does the removal of an article below it; the removal of one above only
-//! drops its entries from memory.
+//! written again (an editor's release) has its entries written to the family directly, as does
+//! the removal of an article below it; the removal of one above only drops its entries from
+//! memory. A change to an article of the frozen table first waits for its file to be ingested
+//! (rare: an article replaced or removed within moments of being indexed).
 //!
 //! A lookup sees a bucket as the family's value with the entries held here added (the frozen
 //! table's, then the active one's), which is exactly what the family holds once they are ingested.
@@ -33,7 +33,7 @@ use std::sync::Arc;
 pub type BandKey = [u8; BAND_KEY_LEN];
 
 /// Band entries held in memory before they are written out as one file: about 22,000 unique
-/// articles, 12 MB. Larger files mean fewer of them for the compactions to merge; the size also
+/// articles, ~25 MB of hash table. Larger files mean fewer of them for the compactions to merge; the size also
 /// bounds what a restart after a crash reads back (one stored sketch per article).
 pub const RECENT_BAND_ENTRIES: usize = 1 << 18;
 

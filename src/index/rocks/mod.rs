@@ -1,14 +1,15 @@
-//! RocksDB implementation of the index: four block column families + sketch bands + ids +
-//! articles + expiry + meta, one directory, every insert one atomic `WriteBatch` (so a process
-//! killed mid-write reopens with the families in agreement: RocksDB replays whole batches from the
-//! WAL or none of them; the band entries of recent articles, held in memory (`index::recent`), are
-//! put back from the stored sketches). This file holds the `RocksIndex` handle, its opening (the identity and
-//! format checks, the refusal of an older layout, the per-family options) and the `ArticleStore`
-//! implementation, which hands each call to the file of its concern: `read` (an article by id, the
-//! candidate searches), `write` (every atomic write, and the retention window's removals), `admin`
-//! (durability, stats, verify, delete), `pairs` (the pairs editors separated) and `positions`
-//! (the read positions of an index rebuilt from the output topics). Split so that each concern reads on its own; each file builds only on
-//! this one and the files named before it, never on a later one.
+//! RocksDB implementation of the index: four block column families, sketch bands, ids, articles,
+//! expiry and meta, one directory, every insert one atomic `WriteBatch` (so a process killed
+//! mid-write reopens with the families in agreement: RocksDB replays whole batches from the WAL or
+//! none of them; the band entries of recent articles, held in memory (`index::recent`), are put
+//! back from the stored sketches). This file holds the `RocksIndex` handle, its opening (the
+//! identity and format checks, the upgrade from layout 6 and the refusal of an older one, the
+//! per-family options) and the `ArticleStore` implementation, which hands each call to the file of
+//! its concern: `read` (an article by id, the candidate searches), `write` (every atomic write, the
+//! retention window's removals, the writing out of the recent band entries), `admin` (durability,
+//! stats, verify, delete), `pairs` (the pairs editors separated) and `positions` (the read
+//! positions of an index rebuilt from the output topics). Split so that each concern reads on its
+//! own; each file builds only on this one and the files named before it, never on a later one.
 
 mod admin;
 mod pairs;

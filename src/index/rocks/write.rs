@@ -1,10 +1,10 @@
 //! Writes, the retention window, and the writing out of the band entries held in memory. Every
 //! change of the index's articles is one atomic `WriteBatch` that carries the counters: an
-//! article with all its bookkeeping (`stage_article`,
-//! which every writer of articles uses: the decision's insert, a rebuild), the removal of one
-//! (`stage_removal`, for `delete` and expiry), and after each write the removals the retention
-//! window makes due (`remove_expired`). Kept in one file so that what a write touches, and what
-//! undoes it, can be checked against each other in one place.
+//! article with all its bookkeeping (`stage_article`, which every writer of articles uses: the
+//! decision's insert, a rebuild), the removal of one (`stage_removal`, for `delete` and expiry),
+//! and after each write the removals the retention window makes due (`remove_expired`). Kept in
+//! one file so that what a write touches, and what undoes it, can be checked against each other
+//! in one place.
 //!
 //! Retention window (`[index] retention`). Every article has an event time (see
 //! [`crate::index::event_time`]). Two rules, both by event time:
