@@ -63,6 +63,10 @@ pub enum RecentChange {
     Drop(u64, BandKey),
 }
 
+/// A stored bucket value that does not decode (see `bucket`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MalformedBucket;
+
 /// Where the band entries of an article are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Home {
@@ -213,8 +217,23 @@ impl RecentBands {
         self.active.add(key, seq);
     }
 
-    /// True if either table holds articles of bucket `key`.
-    pub fn has(&self, key: &BandKey) -> bool {
+    /// Bucket `key` as lookups see it: `stored`, the family's value, with the entries held here
+    /// added. `Ok(None)` if neither has the bucket.
+    pub fn bucket(
+        &self,
+        key: &BandKey,
+        stored: Option<&[u8]>,
+    ) -> Result<Option<BandBucket>, MalformedBucket> {
+        let mut found = match stored {
+            Some(value) => BandBucket::decode(value).ok_or(MalformedBucket)?,
+            None if !self.holds_bucket(key) => return Ok(None),
+            None => BandBucket::default(),
+        };
+        self.add_to(key, &mut found);
+        Ok(Some(found))
+    }
+
+    fn holds_bucket(&self, key: &BandKey) -> bool {
         !self.active.members(key).is_empty()
             || self
                 .frozen
@@ -224,7 +243,7 @@ impl RecentBands {
 
     /// Adds the articles of bucket `key` held here to `found`, the family's value of the bucket,
     /// in the order they will reach the family: the frozen table's, then the active one's.
-    pub fn add_to(&self, key: &BandKey, found: &mut BandBucket) {
+    fn add_to(&self, key: &BandKey, found: &mut BandBucket) {
         let cap = bucket::cap(key[0]);
         let frozen = self.frozen.as_ref().map_or(&[][..], |t| t.members(key));
         for &seq in frozen.iter().chain(self.active.members(key)) {
@@ -292,7 +311,7 @@ mod tests {
         t.apply(RecentChange::Drop(11, k));
         t.apply(RecentChange::Drop(99, k));
         t.apply(RecentChange::Drop(12, k));
-        assert!(!t.has(&k));
+        assert_eq!(t.bucket(&k, None), Ok(None));
         assert_eq!(t.entries(), 1);
         assert_eq!(t.keys(), [band_key(3, 1)]);
     }

@@ -478,17 +478,18 @@ impl RocksIndex {
                     for (band, bkey) in sketch.bands() {
                         report.expected_band_entries += 1;
                         let key = band_key(band as u8, bkey);
-                        let mut found = self
+                        let stored = self
                             .db
                             .get_cf(bands_cf, key)
-                            .map_err(rocks_err(&self.dir))?
-                            .map_or(Some(BandBucket::default()), |v| BandBucket::decode(&v));
-                        if let Some(found) = found.as_mut() {
-                            self.recent().add_to(&key, found);
-                        }
-                        // A crowded bucket lists no one: its count is checked below.
-                        let listed =
-                            found.is_some_and(|b| b.crowded() || b.entries.contains(&art.seq));
+                            .map_err(rocks_err(&self.dir))?;
+                        // A crowded bucket lists no one: its count is checked below. (A
+                        // malformed one is reported by the scan of the family.)
+                        let listed = self
+                            .recent()
+                            .bucket(&key, stored.as_deref())
+                            .is_ok_and(|b| {
+                                b.is_some_and(|b| b.crowded() || b.entries.contains(&art.seq))
+                            });
                         if !listed {
                             report.problems.push(format!(
                                 "{BANDS_FAMILY}: sketch band {band} of {id:?} is missing"
@@ -702,35 +703,32 @@ impl RocksIndex {
         let recent = self.recent();
         let held = recent.keys();
         let mut next = 0;
-        let only_held = |key: &BandKey| {
-            let mut found = BandBucket::default();
-            recent.add_to(key, &mut found);
-            found
-        };
+        // A bucket only memory holds.
+        let only_held = |key: &BandKey| recent.bucket(key, None).ok().flatten();
         let mut it = self
             .db
             .raw_iterator_cf_opt(self.cf(BANDS_FAMILY)?, total_order());
         it.seek_to_first();
         while let (Some(key), Some(value)) = (it.key(), it.value()) {
             while let Some(held_key) = held.get(next).filter(|k| k.as_slice() < key) {
-                f(held_key, Some(only_held(held_key)))?;
+                f(held_key, only_held(held_key))?;
                 next += 1;
             }
             if key != BANDED_BELOW_KEY {
-                let mut found = BandBucket::decode(value);
-                if let Some(held_key) = held.get(next).filter(|k| k.as_slice() == key) {
-                    if let Some(found) = found.as_mut() {
-                        recent.add_to(held_key, found);
-                    }
+                if held.get(next).is_some_and(|k| k.as_slice() == key) {
                     next += 1;
                 }
+                let found = match <&BandKey>::try_from(key) {
+                    Ok(band_key) => recent.bucket(band_key, Some(value)).ok().flatten(),
+                    Err(_) => None,
+                };
                 f(key, found)?;
             }
             it.next();
         }
         it.status().map_err(rocks_err(&self.dir))?;
         for held_key in &held[next..] {
-            f(held_key, Some(only_held(held_key)))?;
+            f(held_key, only_held(held_key))?;
         }
         Ok(())
     }

@@ -7,7 +7,6 @@
 
 use super::{rocks_err, RocksIndex};
 use crate::error::IndexError;
-use crate::index::bucket::BandBucket;
 use crate::index::layout::{
     self, band_key, id_key, parse_block_key, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES,
     IDS,
@@ -207,15 +206,16 @@ impl RocksIndex {
             .batched_multi_get_cf(self.cf(BANDS_FAMILY)?, &keys, true);
         let recent = self.recent();
         for ((key, value), band) in keys.iter().zip(values).zip(band_numbers) {
-            let mut found = match value.map_err(rocks_err(&self.dir))? {
-                Some(value) => BandBucket::decode(&value).ok_or_else(|| IndexError::Corrupt {
+            let stored = value.map_err(rocks_err(&self.dir))?;
+            let found = recent
+                .bucket(key, stored.as_deref())
+                .map_err(|_| IndexError::Corrupt {
                     dir: self.dir.clone(),
                     message: format!("{BANDS_FAMILY}: malformed bucket {key:02x?}"),
-                })?,
-                None if !recent.has(key) => continue,
-                None => BandBucket::default(),
+                })?;
+            let Some(found) = found else {
+                continue;
             };
-            recent.add_to(key, &mut found);
             if found.crowded() {
                 crowded |= 1 << band;
             }
