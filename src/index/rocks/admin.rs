@@ -973,6 +973,38 @@ mod tests {
         assert_eq!(writer, [19]);
     }
 
+    /// A paced background thread (the process lowered its background work) sleeps once it has
+    /// worked a slice; an unpaced one (`batch`) never does.
+    #[test]
+    fn a_paced_background_thread_rests_after_each_slice_of_work() {
+        use super::super::{BackgroundPace, BACKGROUND_SLICE};
+        use std::time::Instant;
+        let worked = Instant::now().checked_sub(BACKGROUND_SLICE).unwrap();
+        let mut paced = BackgroundPace {
+            paced: true,
+            since: worked,
+            calls: 0,
+        };
+        let start = Instant::now();
+        for _ in 0..64 {
+            paced.rest_if_due();
+        }
+        assert!(start.elapsed() >= BACKGROUND_SLICE);
+        assert!(
+            paced.since > worked,
+            "the slice starts again after the rest"
+        );
+        let mut unpaced = BackgroundPace {
+            paced: false,
+            since: worked,
+            calls: 0,
+        };
+        for _ in 0..64 {
+            unpaced.rest_if_due();
+        }
+        assert_eq!(unpaced.since, worked, "no rest taken");
+    }
+
     /// Articles removed by the retention window leave empty band buckets, which the next
     /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
     /// bucket of the family that loses members stays crowded (and `verify` accepts it).

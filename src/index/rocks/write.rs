@@ -33,7 +33,7 @@
 //! single writer, so no lookup runs meanwhile) has RocksDB ingest the file into `bands`, which
 //! makes the entries and the bound the family's in one atomic step, and drops the frozen table.
 
-use super::{background_thread_priority, rocks_err, RocksIndex, Staged};
+use super::{background_thread_priority, rocks_err, BackgroundPace, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::bucket;
 use crate::index::layout::{
@@ -398,7 +398,8 @@ impl RocksIndex {
 }
 
 /// Writes `table` to an SST file at `path` for the `bands` family (`opts`: its options), one
-/// operand per bucket adding its articles, and last the bound `banded_below`.
+/// operand per bucket adding its articles, and last the bound `banded_below`. Paced (see
+/// [`BackgroundPace`]) between runs of keys.
 fn write_table(
     opts: &Options,
     path: &Path,
@@ -407,9 +408,14 @@ fn write_table(
 ) -> Result<(), rocksdb::Error> {
     let mut writer = SstFileWriter::create(opts);
     writer.open(path)?;
-    for (key, seqs) in table.sorted() {
-        writer.merge(key, bucket::append_all(seqs))?;
-    }
+    let mut pace = BackgroundPace::new();
+    table.for_each_sorted_run(|run| {
+        for (key, seqs) in run {
+            writer.merge(key, bucket::append_all(seqs))?;
+        }
+        pace.rest_if_due();
+        Ok(())
+    })?;
     // The bound's key sorts after every bucket.
     writer.put(BANDED_BELOW_KEY, banded_below.to_be_bytes())?;
     writer.finish()
