@@ -399,7 +399,7 @@ impl RocksIndex {
 
 /// Writes `table` to an SST file at `path` for the `bands` family (`opts`: its options), one
 /// operand per bucket adding its articles, and last the bound `banded_below`. Paced (see
-/// [`BackgroundPace`]) between runs of keys.
+/// [`BackgroundPace`]).
 fn write_table(
     opts: &Options,
     path: &Path,
@@ -409,10 +409,8 @@ fn write_table(
     let mut writer = SstFileWriter::create(opts);
     writer.open(path)?;
     let mut pace = BackgroundPace::new();
-    table.for_each_sorted_run(|run| {
-        for (key, seqs) in run {
-            writer.merge(key, bucket::append_all(seqs))?;
-        }
+    table.for_each_sorted(|key, seqs| {
+        writer.merge(key, bucket::append_all(seqs))?;
         pace.rest_if_due();
         Ok(())
     })?;
