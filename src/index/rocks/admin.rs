@@ -1237,4 +1237,75 @@ mod tests {
         assert!(report.problems.is_empty(), "{:?}", report.problems);
         assert_eq!(report.band_entries, (full + 9) * ALL_BANDS_N as u64);
     }
+
+    /// A written band file stays out of the family while the family's L0 holds too many files
+    /// (compactions behind), lookups seeing its entries meanwhile, and goes in once they have
+    /// caught up.
+    #[test]
+    fn a_band_file_waits_while_the_family_has_too_many_l0_files() {
+        use super::super::write::BANDS_L0_BUSY;
+        use crate::index::layout::{BANDED_BELOW_KEY, BANDS_FAMILY};
+        use crate::index::recent::RECENT_BAND_ENTRIES;
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let auto_compactions = |index: &RocksIndex, on: &str| {
+            let bands = index.cf(BANDS_FAMILY).unwrap();
+            index
+                .db
+                .set_options_cf(bands, &[("disable_auto_compactions", on)])
+                .unwrap();
+        };
+        auto_compactions(&index, "true");
+        // L0 files the compactions have not merged (each the bound as it is: 0).
+        for _ in 0..BANDS_L0_BUSY {
+            let bands = index.cf(BANDS_FAMILY).unwrap();
+            index
+                .db
+                .put_cf(bands, BANDED_BELOW_KEY, 0u64.to_be_bytes())
+                .unwrap();
+            index.db.flush_cf(bands).unwrap();
+        }
+        let full = RECENT_BAND_ENTRIES.div_ceil(ALL_BANDS_N) as u64;
+        let articles: Vec<StoredArticle> = (0..full + 2)
+            .map(|seq| article(seq, 0, seq as u32 + 1))
+            .collect();
+        for (seq, a) in articles.iter().enumerate().take(full as usize) {
+            index.insert(&format!("a{seq}"), a, true).unwrap();
+        }
+        assert!(index.recent().frozen().is_some(), "frozen once full");
+        while !index
+            .write_out
+            .lock()
+            .unwrap()
+            .as_ref()
+            .is_some_and(|thread| thread.is_finished())
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        index
+            .insert(&format!("a{full}"), &articles[full as usize], true)
+            .unwrap();
+        assert!(
+            index.recent().frozen().is_some(),
+            "held back while L0 is busy"
+        );
+        let mut found = Vec::new();
+        index
+            .sketch_candidates(articles[3].sketch.as_ref().unwrap(), &mut found)
+            .unwrap();
+        assert_eq!(found, [(3, "a3".to_owned())]);
+        auto_compactions(&index, "false");
+        let bands = index.cf(BANDS_FAMILY).unwrap();
+        index
+            .db
+            .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
+        let last = full as usize + 1;
+        index
+            .insert(&format!("a{last}"), &articles[last], true)
+            .unwrap();
+        assert!(index.recent().frozen().is_none(), "in once L0 is merged");
+        assert_eq!(index.recent().banded_below(), full);
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
 }

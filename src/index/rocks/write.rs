@@ -46,10 +46,22 @@ use rocksdb::{IngestExternalFileOptions, Options, ReadOptions, SstFileWriter};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::PoisonError;
+use std::time::{Duration, Instant};
 
 /// The file in the index directory that the band entries held in memory are written to before
 /// RocksDB ingests it (moves it in under its own name).
 const RECENT_FILE: &str = "recent-bands.sst";
+
+/// L0 files of the `bands` family from which a written band file waits to be ingested: twice
+/// the count at which RocksDB starts an L0 compaction. RocksDB slows the writes that make L0
+/// files when they pile up, but not an ingestion, so a bulk load at full speed left every lookup
+/// probing a pile of files until the compactions caught up. Now a finished file stays out while
+/// L0 is busy, and a table that fills meanwhile waits for the compactions: the load goes at
+/// their pace. A live instance, whose next table takes seconds to fill, does not wait.
+pub(super) const BANDS_L0_BUSY: u64 = 8;
+/// The longest the writer waits for the compactions before ingesting anyway (a compaction that
+/// cannot run, a full disk say, must not stop the decisions; RocksDB reports that itself).
+const BANDS_L0_MAX_WAIT: Duration = Duration::from_secs(10);
 
 /// Counter: articles removed by the retention window.
 pub const EXPIRED_ARTICLES: &str = "newsdedup_index_expired_total";
@@ -65,7 +77,16 @@ impl RocksIndex {
         self.ingest_written(false)?;
         if self.recent().entries() >= RECENT_BAND_ENTRIES {
             // One file at a time: a table that fills while the last one is still being written
-            // waits for it (at ~20,000 articles a table, it never has so far).
+            // waits for it (at ~20,000 articles a table, it never has so far), or while it is
+            // held back for a busy L0, for the compactions.
+            if self
+                .write_out
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+            {
+                self.wait_while_bands_l0_busy()?;
+            }
             self.ingest_written(true)?;
             self.start_write_out()?;
         }
@@ -134,7 +155,8 @@ impl RocksIndex {
 
     /// Has RocksDB ingest the frozen table's file once it is written (`wait`: waiting for it),
     /// then drops the table. Does nothing if no write is under way, or (without `wait`) it has
-    /// not finished.
+    /// not finished. Without `wait`, a file also waits while the `bands` family's L0 is busy (see
+    /// [`BANDS_L0_BUSY`]); the frozen table answers lookups meanwhile.
     fn ingest_written(&self, wait: bool) -> Result<(), IndexError> {
         let thread = {
             let mut slot = self
@@ -142,7 +164,7 @@ impl RocksIndex {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             match slot.take() {
-                Some(thread) if wait || thread.is_finished() => thread,
+                Some(thread) if wait || (thread.is_finished() && !self.bands_l0_busy()?) => thread,
                 other => {
                     *slot = other;
                     return Ok(());
@@ -167,6 +189,24 @@ impl RocksIndex {
         // A move links the file in; the name it was written under may remain.
         let _ = std::fs::remove_file(&path);
         Ok(())
+    }
+
+    /// Waits (at most [`BANDS_L0_MAX_WAIT`]) while the `bands` family's L0 is busy.
+    fn wait_while_bands_l0_busy(&self) -> Result<(), IndexError> {
+        let start = Instant::now();
+        while self.bands_l0_busy()? && start.elapsed() < BANDS_L0_MAX_WAIT {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Whether the `bands` family's L0 holds [`BANDS_L0_BUSY`] files or more.
+    fn bands_l0_busy(&self) -> Result<bool, IndexError> {
+        let files = self
+            .db
+            .property_int_value_cf(self.cf(BANDS_FAMILY)?, "rocksdb.num-files-at-level0")
+            .map_err(rocks_err(&self.dir))?;
+        Ok(files.is_some_and(|files| files >= BANDS_L0_BUSY))
     }
 
     /// Writes every band entry held in memory to the `bands` family and waits for it (a flush,
