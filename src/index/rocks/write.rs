@@ -163,8 +163,12 @@ impl RocksIndex {
                 .write_out
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
+            let ready = match slot.as_ref() {
+                Some(thread) => wait || (thread.is_finished() && !self.bands_l0_busy()?),
+                None => false,
+            };
             match slot.take() {
-                Some(thread) if wait || (thread.is_finished() && !self.bands_l0_busy()?) => thread,
+                Some(thread) if ready => thread,
                 other => {
                     *slot = other;
                     return Ok(());
