@@ -493,8 +493,7 @@ fn bands_options(cache: &Cache) -> Options {
     });
     // No memtable prefix bloom, as for the block families. The band entries of new articles
     // bypass the memtable (`recent`), so it holds only removals and the bound: as many hash
-    // buckets as the block families' (2^20, when every entry went through it, took 8 MB a
-    // memtable).
+    // buckets as the block families' (each bucket is 8 bytes of every memtable, used or not).
     opts.set_memtable_factory(MemtableFactory::HashSkipList {
         bucket_count: 1 << 16,
         height: MEMTABLE_SKIPLIST_HEIGHT,

@@ -54,9 +54,9 @@ const RECENT_FILE: &str = "recent-bands.sst";
 
 /// L0 files of the `bands` family from which a written band file waits to be ingested: twice
 /// the count at which RocksDB starts an L0 compaction. RocksDB slows the writes that make L0
-/// files when they pile up, but not an ingestion, so a bulk load at full speed left every lookup
-/// probing a pile of files until the compactions caught up. Now a finished file stays out while
-/// L0 is busy, and a table that fills meanwhile waits for the compactions: the load goes at
+/// files when they pile up, but not an ingestion, which at full speed would leave every lookup
+/// probing a pile of files until the compactions caught up. So a finished file stays out while
+/// L0 is busy, and a table that fills meanwhile waits for the compactions: a bulk load goes at
 /// their pace. A live instance, whose next table takes seconds to fill, does not wait.
 pub(super) const BANDS_L0_BUSY: u64 = 8;
 /// The longest the writer waits for the compactions before ingesting anyway (a compaction that
