@@ -1007,6 +1007,48 @@ mod tests {
 
     /// Articles removed by the retention window leave empty band buckets, which the next
     /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
+    /// `[index] mmap_reads` reaches RocksDB (its OPTIONS file records it), and lookups served
+    /// from table files (after a flush and a reopen) find the same candidates either way.
+    #[test]
+    fn mmap_reads_setting_reaches_rocksdb_and_reads_agree() {
+        let found_with = |mmap_reads: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let config = IndexConfig {
+                mmap_reads,
+                ..IndexConfig::default()
+            };
+            let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+            for seq in 0..50u64 {
+                let a = article(seq, 0, seq as u32 + 1);
+                index.insert(&format!("a{seq}"), &a, true).unwrap();
+            }
+            index.flush().unwrap();
+            drop(index);
+            let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+            let options = std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("OPTIONS-"))
+                .max_by_key(|e| e.file_name())
+                .map(|e| std::fs::read_to_string(e.path()).unwrap())
+                .unwrap();
+            assert!(
+                options.contains(&format!("allow_mmap_reads={mmap_reads}")),
+                "OPTIONS file lacks allow_mmap_reads={mmap_reads}"
+            );
+            let query = article(7, 0, 8);
+            let mut blocks = Vec::new();
+            index.candidates(query.fingerprint, 3, &mut blocks).unwrap();
+            let mut banded = Vec::new();
+            index
+                .sketch_candidates(query.sketch.as_ref().unwrap(), &mut banded)
+                .unwrap();
+            assert!(blocks.iter().any(|c| c.id == "a7"), "{blocks:?}");
+            (blocks, banded)
+        };
+        assert_eq!(found_with(true), found_with(false));
+    }
+
     /// bucket of the family that loses members stays crowded (and `verify` accepts it).
     #[test]
     fn emptied_band_buckets_are_dropped_and_crowded_ones_stay_crowded() {

@@ -213,6 +213,7 @@ impl RocksIndex {
         db_opts.create_missing_column_families(true);
         db_opts.increase_parallelism(2);
         db_opts.set_max_background_jobs(2);
+        db_opts.set_allow_mmap_reads(config.mmap_reads);
         db_opts.set_keep_log_file_num(4);
         // RocksDB's info log grows with every flush and compaction message (~45 KB a day at 10,000
         // articles a day); rolled at this size, the 4 kept stay bounded under a years-long run.
