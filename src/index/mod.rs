@@ -25,10 +25,10 @@ pub struct IndexConfig {
     /// gives the same guarantee at a fraction of the cost.
     pub sync_writes: bool,
     /// Read table files through memory maps instead of `pread` into buffers. A lookup whose
-    /// blocks are not in the block cache (most of them once the block families outgrow it) then
-    /// costs a page-cache access instead of a system call and a copy per block. The price: a disk
-    /// read error ends the process with SIGBUS instead of an error (nothing is lost: offsets are
-    /// committed after the index write), and the mapped pages count in the process's RSS.
+    /// blocks are not in the block cache then costs a page-cache access instead of a system call
+    /// and a copy per block: its median is 10-20% lower at 3-10M articles, but the decide's tail
+    /// is not shown better (docs/PERFORMANCE.md), a disk read error ends the process with SIGBUS
+    /// instead of an error, and the mapped pages count in the process's RSS. Off by default.
     pub mmap_reads: bool,
     /// Retention window by event time (`"30d"`; None: keep every article for ever). An indexed
     /// article no longer matches an article more than this newer, and is removed once it is
@@ -42,7 +42,7 @@ impl Default for IndexConfig {
         IndexConfig {
             block_cache_mib: 256,
             sync_writes: false,
-            mmap_reads: true,
+            mmap_reads: false,
             retention: None,
         }
     }
