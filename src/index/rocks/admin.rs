@@ -1005,8 +1005,6 @@ mod tests {
         assert_eq!(unpaced.since, worked, "no rest taken");
     }
 
-    /// Articles removed by the retention window leave empty band buckets, which the next
-    /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
     /// `[index] mmap_reads` reaches RocksDB (its OPTIONS file records it), and lookups served
     /// from table files (after a flush and a reopen) find the same candidates either way.
     #[test]
@@ -1049,6 +1047,8 @@ mod tests {
         assert_eq!(found_with(true), found_with(false));
     }
 
+    /// Articles removed by the retention window leave empty band buckets, which the next
+    /// compaction drops (the compaction filter), while the buckets still in use stay. A crowded
     /// bucket of the family that loses members stays crowded (and `verify` accepts it).
     #[test]
     fn emptied_band_buckets_are_dropped_and_crowded_ones_stay_crowded() {
