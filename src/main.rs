@@ -1023,14 +1023,14 @@ fn cmd_index_stats(
     for f in &stats.families {
         let largest: Vec<String> = f.largest.iter().map(|(b, n)| format!("{b}:{n}")).collect();
         println!(
-            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; {} crowded (> {}, searched by seeks); largest {}",
+            "{}: {} simhash block entries in {} of 65536 buckets, mean {:.2}, max {}; {} crowded (> {}, read whole by every lookup); largest {}",
             f.family,
             f.entries,
             f.buckets_used,
             f.mean_bucket,
             f.max_bucket,
             f.crowded_buckets,
-            newsdedup::index::rocks::SCAN_BEFORE_SEEK,
+            newsdedup::index::block_bucket::CROWDED_BUCKET,
             largest.join(" ")
         );
     }

@@ -248,7 +248,7 @@ fn describe() {
     describe_counter!(
         crate::index::rocks::CROWDED_LOOKUPS,
         Unit::Count,
-        "Lookups that met a block bucket of more than 4096 fingerprints and finished it by seeks."
+        "Lookups that read a block bucket of more than 4096 fingerprints (templated reports, crafted input)."
     );
     describe_counter!(
         crate::index::rocks::EXPIRED_ARTICLES,

@@ -1,12 +1,12 @@
 //! Key and value layout of the RocksDB column families.
 //!
 //! Block families `block0`..`block3` (one per 16-bit block position, most significant first):
-//!   key   = block value (2 bytes, big endian) || fingerprint (8, BE) || sequence number (8, BE)
-//!   value = empty (the article's id is in `ids`, under the sequence number)
-//! With a fixed 2-byte prefix extractor, all fingerprints sharing a block value are one contiguous
-//! key range: a candidate lookup is 4 short range scans that read fingerprints straight from the
-//! keys, and an insert is 4 blind puts (no read-modify-write, unlike a list-per-block value).
-//! Sorting by fingerprint then sequence keeps the scan output deterministic.
+//!   key   = block value (2 bytes, big endian)
+//!   value = the bucket: every unique article whose fingerprint has that block value there, as
+//!           (fingerprint, sequence number) pairs, ascending (see `block_bucket`)
+//! A candidate lookup is one batched point read of 4 buckets that reads fingerprints straight from
+//! the values; an insert is 4 blind merge operands (no read-modify-write). The article's id is in
+//! `ids`, under the sequence number.
 //!
 //! `bands`: the content-sketch LSH bands of unique articles (the candidate path of the second
 //! check): 8 Jaccard bands (two bins each) and 4 containment bands (one bin each), one key per
@@ -19,7 +19,7 @@
 //! one more key, `BANDED_BELOW_KEY`, says which articles have theirs in the family. A lookup reads an
 //! article's 12 buckets with one batched point read; a bucket no indexed article shares — nearly
 //! every one — is answered by the bloom filters without reading a data block. Keeping them out of
-//! the block families keeps the simhash prefix scans short.
+//! the block buckets keeps those short.
 //!
 //! `ids`: key = sequence number (8, BE), value = article id (UTF-8), for every unique article: the
 //! one copy of the id that the 16 block and band entries refer to by sequence number. Read only
@@ -105,7 +105,9 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`): it must be rebuilt, except one of [`UPGRADABLE_FORMAT`]. 7: the
+/// (`IndexError::FormatMismatch`): it must be rebuilt, except one of [`UPGRADABLE_FORMATS`]. 8: one
+/// key per block bucket, its articles packed in the value (a 6 or 7 index is repacked in place on
+/// open; a 7 binary refuses the result). 7: the
 /// band entries of recent articles are ingested as files, under `BANDED_BELOW_KEY` (a 6 index
 /// is upgraded in place on open; a 6 binary refuses the result). 6: block and band entries name articles by
 /// sequence number, the `ids` family holds each id once. 5: one `bands` key per bucket, its
@@ -113,26 +115,33 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 /// sketch's single-bin containment bands (band numbers 8..12). 3: event times, the `expiry` family
 /// and the stream time (the retention window). 2: sketch bands in their own `bands` family (1: in
 /// the block families, flagged by the top bit of the sequence number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/7";
-/// The one earlier layout an open upgrades in place: all its band entries are in the family.
-pub const UPGRADABLE_FORMAT: &str = "newsdedup-index/6";
+pub const FORMAT_VERSION: &str = "newsdedup-index/8";
+/// The earlier layouts an open upgrades in place: one block key per entry (`LEGACY_BLOCK_KEY_LEN`),
+/// and in a 6 index all band entries in the family (no bound of those held in memory).
+pub const UPGRADABLE_FORMATS: [&str; 2] = ["newsdedup-index/6", "newsdedup-index/7"];
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
 /// sketch if so, then the JSON record without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 2;
 
-pub const BLOCK_KEY_LEN: usize = 18;
+pub const BLOCK_KEY_LEN: usize = 2;
 
-pub fn block_key(block: u16, fp: Fingerprint, seq: u64) -> [u8; BLOCK_KEY_LEN] {
-    let mut k = [0u8; BLOCK_KEY_LEN];
-    k[0..2].copy_from_slice(&block.to_be_bytes());
-    k[2..10].copy_from_slice(&fp.0.to_be_bytes());
-    k[10..18].copy_from_slice(&seq.to_be_bytes());
-    k
+/// The key of the block bucket of `block`.
+pub fn block_key(block: u16) -> [u8; BLOCK_KEY_LEN] {
+    block.to_be_bytes()
 }
 
-/// (block, fingerprint, seq) of a block key, or None if it is not one.
-pub fn parse_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
-    if key.len() != BLOCK_KEY_LEN {
+/// The block value of a block bucket's key, or None if it is not one.
+pub fn parse_block_key(key: &[u8]) -> Option<u16> {
+    Some(u16::from_be_bytes(key.try_into().ok()?))
+}
+
+/// Length of a block key of formats 6 and 7: block value (2 bytes) || fingerprint (8, BE) ||
+/// sequence number (8, BE), one key per entry and no value. Read only by the upgrade.
+pub const LEGACY_BLOCK_KEY_LEN: usize = 18;
+
+/// (block, fingerprint, seq) of a format 6 or 7 block key, or None if it is not one.
+pub fn parse_legacy_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
+    if key.len() != LEGACY_BLOCK_KEY_LEN {
         return None;
     }
     let block = u16::from_be_bytes([key[0], key[1]]);
@@ -210,14 +219,19 @@ mod tests {
 
     #[test]
     fn block_key_round_trip_and_order() {
-        let k = block_key(0xabcd, Fingerprint(0x1122334455667788), 42);
+        assert_eq!(parse_block_key(&block_key(0xabcd)), Some(0xabcd));
+        assert!(block_key(1) < block_key(2));
+        assert!(block_key(0xff) < block_key(0x100));
+        assert_eq!(parse_block_key(b"abc"), None);
+        let mut legacy = [0u8; LEGACY_BLOCK_KEY_LEN];
+        legacy[0..2].copy_from_slice(&0xabcdu16.to_be_bytes());
+        legacy[2..10].copy_from_slice(&0x1122334455667788u64.to_be_bytes());
+        legacy[10..18].copy_from_slice(&42u64.to_be_bytes());
         assert_eq!(
-            parse_block_key(&k),
+            parse_legacy_block_key(&legacy),
             Some((0xabcd, Fingerprint(0x1122334455667788), 42))
         );
-        assert!(block_key(1, Fingerprint(5), 9) < block_key(1, Fingerprint(6), 0));
-        assert!(block_key(1, Fingerprint(u64::MAX), 9) < block_key(2, Fingerprint(0), 0));
-        assert_eq!(parse_block_key(b"short"), None);
+        assert_eq!(parse_legacy_block_key(&block_key(1)), None);
     }
 
     #[test]

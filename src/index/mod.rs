@@ -1,6 +1,7 @@
 //! The persistent near-duplicate index: what is stored per article and the small interface the
 //! decision (`dedup`) needs. `rocks` implements it on RocksDB.
 
+pub mod block_bucket;
 pub mod bucket;
 pub mod layout;
 pub mod recent;

@@ -344,18 +344,18 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     assert_eq!(report.block_entries, 4 * sketches.len() as u64);
 }
 
-/// A crowded bucket (20k fingerprints sharing block 0, five times `SCAN_BEFORE_SEEK`) is
-/// finished by seeks; the candidates stay exactly the brute force's: every fingerprint within
-/// the distance that shares a block with the query.
+/// A crowded bucket (20k fingerprints sharing block 0, five times `CROWDED_BUCKET`) is read
+/// whole; the candidates stay exactly the brute force's: every fingerprint within the distance
+/// that shares a block with the query.
 #[test]
 fn crowded_bucket_lookups_equal_brute_force() {
-    use newsdedup::index::rocks::SCAN_BEFORE_SEEK;
+    use newsdedup::index::block_bucket::CROWDED_BUCKET;
     let dir = tempfile::tempdir().unwrap();
     let mut index =
         RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
     let mut rng = SmallRng::seed_from_u64(0xc0ffee);
     const N: usize = 20_000;
-    const { assert!(N > 4 * SCAN_BEFORE_SEEK) };
+    const { assert!(N > 4 * CROWDED_BUCKET) };
     let shared: u64 = 0xabcd << 48;
     let mut all: Vec<u64> = Vec::with_capacity(N);
     while all.len() < N {

@@ -5,9 +5,9 @@
 //! the counters agree) and `delete` (a takedown). None of it is part of deciding an article; kept
 //! apart so that the read and write files hold only that path.
 
-use super::read::SCAN_BEFORE_SEEK;
 use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
+use crate::index::block_bucket;
 use crate::index::bucket::{self, BandBucket};
 use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_band_key, parse_block_key,
@@ -76,8 +76,8 @@ pub struct FamilyStats {
     pub buckets_used: u32,
     pub mean_bucket: f64,
     pub max_bucket: u32,
-    /// Buckets of more than `SCAN_BEFORE_SEEK` fingerprints (templated reports, crafted input):
-    /// lookups finish them by seeks.
+    /// Buckets of more than `block_bucket::CROWDED_BUCKET` fingerprints (templated reports,
+    /// crafted input): every lookup of one reads it whole.
     pub crowded_buckets: u32,
     /// The largest buckets: (block value as 4 hex digits, entries).
     pub largest: Vec<(String, u32)>,
@@ -267,18 +267,23 @@ impl RocksIndex {
             let mut entries = 0u64;
             let mut it = self.db.raw_iterator_cf_opt(cf, total_order());
             it.seek_to_first();
-            while let Some(key) = it.key() {
-                if key.len() >= 2 {
-                    buckets[u16::from_be_bytes([key[0], key[1]]) as usize] += 1;
-                }
-                entries += 1;
+            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+                let (Some(block), Some(n)) = (parse_block_key(key), block_bucket::len(value))
+                else {
+                    return Err(IndexError::Corrupt {
+                        dir: self.dir.clone(),
+                        message: format!("{name}: malformed bucket {key:02x?}"),
+                    });
+                };
+                buckets[usize::from(block)] = u32::try_from(n).unwrap_or(u32::MAX);
+                entries += n as u64;
                 it.next();
             }
             it.status().map_err(rocks_err(&self.dir))?;
             let used = buckets.iter().filter(|&&b| b > 0).count() as u32;
             let crowded = buckets
                 .iter()
-                .filter(|&&b| b as usize > SCAN_BEFORE_SEEK)
+                .filter(|&&b| b as usize > block_bucket::CROWDED_BUCKET)
                 .count() as u32;
             let mut largest: Vec<(usize, u32)> = buckets
                 .iter()
@@ -461,13 +466,17 @@ impl RocksIndex {
                 }
                 for (name, block) in BLOCK_FAMILIES.iter().zip(art.fingerprint.blocks()) {
                     let cf = self.cf(name)?;
-                    let k = block_key(block, art.fingerprint, art.seq);
-                    if self
+                    let bucket = self
                         .db
-                        .get_pinned_cf(cf, k)
-                        .map_err(rocks_err(&self.dir))?
-                        .is_none()
-                    {
+                        .get_pinned_cf(cf, block_key(block))
+                        .map_err(rocks_err(&self.dir))?;
+                    let listed = bucket
+                        .as_deref()
+                        .and_then(block_bucket::entries)
+                        .is_some_and(|mut entries| {
+                            entries.any(|e| e == (art.fingerprint, art.seq))
+                        });
+                    if !listed {
                         report
                             .problems
                             .push(format!("{name}: entry of {id:?} is missing"));
@@ -537,20 +546,26 @@ impl RocksIndex {
             it.next();
         }
         it.status().map_err(rocks_err(&self.dir))?;
-        for name in BLOCK_FAMILIES {
+        for (family, name) in BLOCK_FAMILIES.iter().enumerate() {
             let cf = self.cf(name)?;
             let mut it = self.db.raw_iterator_cf_opt(cf, total_order());
             it.seek_to_first();
-            while let Some(key) = it.key() {
-                report.block_entries += 1;
-                let Some((_, fp, seq)) = parse_block_key(key) else {
-                    report.problems.push(format!("{name}: malformed key"));
+            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+                let (Some(block), Some(entries)) =
+                    (parse_block_key(key), block_bucket::entries(value))
+                else {
+                    report
+                        .problems
+                        .push(format!("{name}: malformed bucket {key:02x?}"));
                     it.next();
                     continue;
                 };
-                report
-                    .problems
-                    .extend(self.check_entry(name, seq, |art| art.fingerprint == fp)?);
+                for (fp, seq) in entries {
+                    report.block_entries += 1;
+                    report.problems.extend(self.check_entry(name, seq, |art| {
+                        art.fingerprint == fp && art.fingerprint.blocks()[family] == block
+                    })?);
+                }
                 it.next();
             }
             it.status().map_err(rocks_err(&self.dir))?;
@@ -736,7 +751,7 @@ impl RocksIndex {
 
 /// Read options for a scan of a whole family: the prefix-scanned families' memtables (hash
 /// buckets) iterate in key order only when asked to.
-fn total_order() -> ReadOptions {
+pub(super) fn total_order() -> ReadOptions {
     let mut opts = ReadOptions::default();
     opts.set_total_order_seek(true);
     opts
@@ -851,8 +866,14 @@ mod tests {
         for name in [ARTICLES, IDS, EXPIRY, BLOCK_FAMILIES[0]] {
             let f = family(name);
             assert!(f.bytes > 0 && f.files == 1, "{name}: {f:?}");
-            assert_eq!(f.entries, 20, "{name}");
         }
+        for name in [ARTICLES, IDS, EXPIRY] {
+            assert_eq!(family(name).entries, 20, "{name}");
+        }
+        // The 20 fingerprints share their first block: one bucket, its operands combined by the
+        // flush.
+        assert_eq!(family(BLOCK_FAMILIES[0]).entries, 1);
+        assert_eq!(after.families[0].entries, 20);
         let bands = family(BANDS_FAMILY);
         assert_eq!(
             bands.entries,
@@ -1167,48 +1188,123 @@ mod tests {
     /// An index of format 6 (every band entry in the family, no bound) is upgraded in place on
     /// open: the bound is its next sequence number, nothing is read back, and what it holds is
     /// found; a later article's entries are held in memory.
-    #[test]
-    fn a_format_6_index_is_upgraded_in_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = IndexConfig::default();
-        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
-        let a = article(0, 0, 1);
-        index.insert("a", &a, true).unwrap();
-        index.flush().unwrap();
-        // What format 6 left: no bound, its own format.
-        index
-            .db
-            .delete_cf(index.cf(BANDS_FAMILY).unwrap(), BANDED_BELOW_KEY)
-            .unwrap();
-        index
-            .db
-            .put_cf(
-                index.cf(META).unwrap(),
-                layout::META_FORMAT,
-                layout::UPGRADABLE_FORMAT,
-            )
-            .unwrap();
-        drop(index);
-
-        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
-        let format = index
-            .db
-            .get_cf(index.cf(META).unwrap(), layout::META_FORMAT)
-            .unwrap();
-        assert_eq!(format.as_deref(), Some(layout::FORMAT_VERSION.as_bytes()));
-        assert_eq!(index.recent().banded_below(), 1);
-        assert!(index.recent().is_empty());
-        let b = article(1, 0, 2);
-        index.insert("b", &b, true).unwrap();
-        assert_eq!(index.recent().entries(), ALL_BANDS_N);
-        for (seq, x) in [&a, &b].into_iter().enumerate() {
-            let mut found = Vec::new();
-            index
-                .sketch_candidates(x.sketch.as_ref().unwrap(), &mut found)
-                .unwrap();
-            assert_eq!(found.len(), 1, "{seq}: {found:?}");
+    /// Rewrites the block families of `index` as formats 6 and 7 wrote them (one 18-byte key
+    /// per entry, no value), except the families in `keep` (an upgrade cut short after them).
+    fn write_legacy_blocks(index: &RocksIndex, keep: &[&str]) {
+        for name in BLOCK_FAMILIES.iter().filter(|n| !keep.contains(n)) {
+            let cf = index.cf(name).unwrap();
+            let mut buckets = Vec::new();
+            let mut it = index.db.raw_iterator_cf_opt(cf, total_order());
+            it.seek_to_first();
+            while let (Some(key), Some(value)) = (it.key(), it.value()) {
+                let entries: Vec<_> = block_bucket::entries(value).unwrap().collect();
+                buckets.push((parse_block_key(key).unwrap(), entries));
+                it.next();
+            }
+            drop(it);
+            for (block, entries) in buckets {
+                index.db.delete_cf(cf, block_key(block)).unwrap();
+                for (fp, seq) in entries {
+                    let mut k = block.to_be_bytes().to_vec();
+                    k.extend_from_slice(&fp.0.to_be_bytes());
+                    k.extend_from_slice(&seq.to_be_bytes());
+                    index.db.put_cf(cf, k, []).unwrap();
+                }
+            }
         }
-        assert!(index.verify().unwrap().problems.is_empty());
+    }
+
+    /// Block family keys of `index`: (bucket keys, other keys).
+    fn block_keys(index: &RocksIndex) -> (usize, usize) {
+        let (mut buckets, mut other) = (0, 0);
+        for name in BLOCK_FAMILIES {
+            let mut it = index
+                .db
+                .raw_iterator_cf_opt(index.cf(name).unwrap(), total_order());
+            it.seek_to_first();
+            while let Some(key) = it.key() {
+                if parse_block_key(key).is_some() {
+                    buckets += 1;
+                } else {
+                    other += 1;
+                }
+                it.next();
+            }
+        }
+        (buckets, other)
+    }
+
+    /// An index of format 6 (no bound of the band entries held in memory) or 7 (the bound), both
+    /// with one block key per entry, is upgraded on open: its block entries repacked into buckets
+    /// (also when an earlier upgrade was cut short after one family), the bound written for a 6.
+    /// Lookups find what they found before, and `verify` passes.
+    #[test]
+    fn formats_6_and_7_are_upgraded_in_place() {
+        for (old, keep) in [
+            (layout::UPGRADABLE_FORMATS[0], &[][..]),
+            (layout::UPGRADABLE_FORMATS[1], &[BLOCK_FAMILIES[0]][..]),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = IndexConfig::default();
+            let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+            let a = article(0, 0, 1);
+            // Within distance 2 of `a` (two blocks shared), and one sharing no block.
+            let mut near = article(1, 0, 2);
+            near.fingerprint = Fingerprint(a.fingerprint.0 ^ 0b101);
+            let far = article(2, 0, 3);
+            for (id, x) in [("a", &a), ("near", &near), ("far", &far)] {
+                index.insert(id, x, true).unwrap();
+            }
+            let lookups = |index: &RocksIndex| {
+                [&a, &near, &far].map(|x| {
+                    let mut out = Vec::new();
+                    index.candidates(x.fingerprint, 3, &mut out).unwrap();
+                    out.into_iter().map(|c| c.id).collect::<Vec<_>>()
+                })
+            };
+            let before = lookups(&index);
+            assert_eq!(before[0], ["a", "near"]);
+            assert_eq!(before[2], ["far"]);
+            index.flush().unwrap();
+            write_legacy_blocks(&index, keep);
+            let legacy = block_keys(&index);
+            assert!(legacy.1 > 0, "{old}: {legacy:?}");
+            if old == layout::UPGRADABLE_FORMATS[0] {
+                index
+                    .db
+                    .delete_cf(index.cf(BANDS_FAMILY).unwrap(), BANDED_BELOW_KEY)
+                    .unwrap();
+            }
+            index
+                .db
+                .put_cf(index.cf(META).unwrap(), layout::META_FORMAT, old)
+                .unwrap();
+            drop(index);
+
+            let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+            let format = index
+                .db
+                .get_cf(index.cf(META).unwrap(), layout::META_FORMAT)
+                .unwrap();
+            assert_eq!(format.as_deref(), Some(layout::FORMAT_VERSION.as_bytes()));
+            assert_eq!(block_keys(&index).1, 0, "{old}: every entry repacked");
+            assert_eq!(lookups(&index), before, "{old}");
+            assert_eq!(index.recent().banded_below(), 3, "{old}");
+            assert!(index.recent().is_empty());
+            let b = article(3, 0, 4);
+            index.insert("b", &b, true).unwrap();
+            assert_eq!(index.recent().entries(), ALL_BANDS_N);
+            for (seq, x) in [&a, &b].into_iter().enumerate() {
+                let mut found = Vec::new();
+                index
+                    .sketch_candidates(x.sketch.as_ref().unwrap(), &mut found)
+                    .unwrap();
+                assert_eq!(found.len(), 1, "{seq}: {found:?}");
+            }
+            let report = index.verify().unwrap();
+            assert!(report.problems.is_empty(), "{old}: {:?}", report.problems);
+            assert_eq!(report.block_entries, 16);
+        }
     }
 
     /// A removed or replaced article whose band entries are still in memory leaves no trace: its

@@ -18,16 +18,16 @@ mod read;
 mod write;
 
 pub use admin::{AgeStats, BandStats, FamilyStats, IndexStats, SyncHandle, VerifyReport};
-pub use read::{CROWDED_LOOKUPS, SCAN_BEFORE_SEEK};
+pub use read::CROWDED_LOOKUPS;
 pub use write::{EXPIRED_ARTICLES, EXPIRE_BATCH};
 
-use super::bucket;
 use super::layout::{
-    self, id_key, parse_id_key, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY, BAND_KEY_LEN,
-    BLOCK_FAMILIES, EXPIRY, IDS, META,
+    self, block_key, id_key, parse_id_key, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY, BAND_KEY_LEN,
+    BLOCK_FAMILIES, BLOCK_KEY_LEN, EXPIRY, IDS, LEGACY_BLOCK_KEY_LEN, META,
 };
 use super::recent::{RecentBands, RecentChange};
 use super::IndexConfig;
+use super::{block_bucket, bucket};
 use super::{ArticleStore, Candidate, IndexCounts, PairChange, StoredArticle};
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
@@ -226,26 +226,50 @@ impl RocksIndex {
         for name in BLOCK_FAMILIES {
             let mut table = BlockBasedOptions::default();
             table.set_block_cache(&cache);
-            // Prefix bloom only: lookups are range scans over one 2-byte prefix, never point gets.
+            // The prefix extractor is the whole 2-byte key (the hash memtable needs one): the
+            // prefix bloom is the key's bloom. In a small index it skips the files that lack a
+            // bucket; from a few hundred thousand articles on every file holds every bucket.
             table.set_bloom_filter(10.0, false);
             table.set_whole_key_filtering(false);
             let mut opts = Options::default();
-            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(2));
-            // No memtable prefix bloom: the hash buckets below already find a prefix (or its
-            // absence) with one probe, and the bloom's own probe was a cache miss on every seek
+            opts.set_prefix_extractor(SliceTransform::create_fixed_prefix(BLOCK_KEY_LEN));
+            opts.set_merge_operator(
+                "newsdedup.block_bucket.v1",
+                |_: &[u8], existing: Option<&[u8]>, ops: &MergeOperands| {
+                    block_bucket::merge(existing, ops)
+                },
+                // Operands combine (concatenated records): the levels above the last hold one
+                // operand per bucket instead of one per article.
+                |_: &[u8], _: Option<&[u8]>, ops: &MergeOperands| block_bucket::combine(ops),
+            );
+            // A bucket whose articles have all been removed leaves an empty value, dropped when a
+            // compaction next rewrites it. Only a bucket's key: a format 6 or 7 entry (an empty
+            // value under an 18-byte key) stays until the upgrade repacks it.
+            opts.set_compaction_filter(
+                "newsdedup.empty_block_bucket",
+                |_, key: &[u8], v: &[u8]| {
+                    if key.len() == BLOCK_KEY_LEN && block_bucket::is_empty(v) {
+                        CompactionDecision::Remove
+                    } else {
+                        CompactionDecision::Keep
+                    }
+                },
+            );
+            // No memtable prefix bloom: the hash buckets below already find a key (or its
+            // absence) with one probe, and the bloom's own probe was a cache miss on every read
             // and every insert (~2% of a `batch` run).
-            // Memtable: one small skiplist per 2-byte prefix instead of one big one. An insert
-            // into a big skiplist walks a dozen cache-missing levels (it was ~1/3 of the decision
-            // thread's time in `batch`); lookups only ever scan one prefix. A node's height is
-            // drawn with P(h > k) = 4^-k, so an ordinary bucket of a few entries stays one or two
-            // levels high; the maximum of 12 only matters for a crowded bucket (templated reports,
-            // crafted input), whose seeks stay logarithmic instead of walking a 4-level list.
+            // Memtable: one small skiplist per bucket (its operands) instead of one big one. An
+            // insert into a big skiplist walks a dozen cache-missing levels (it was ~1/3 of the
+            // decision thread's time in `batch`). A node's height is drawn with P(h > k) = 4^-k,
+            // so a bucket of a few operands stays one or two levels high; the maximum of 12 only
+            // matters for a crowded bucket (templated reports, crafted input).
             opts.set_memtable_factory(MemtableFactory::HashSkipList {
                 bucket_count: 1 << 16,
                 height: MEMTABLE_SKIPLIST_HEIGHT,
                 branching_factor: 4,
             });
-            // Fingerprints are random bits: compression would cost CPU for nothing.
+            // Fingerprints are random bits and sequence numbers a few bytes of each entry: compression
+            // would cost CPU on every read for little.
             opts.set_compression_type(DBCompressionType::None);
             opts.set_block_based_table_factory(&table);
             families.push(ColumnFamilyDescriptor::new(name, opts));
@@ -304,7 +328,7 @@ impl RocksIndex {
             .get_cf(index.cf(META)?, layout::META_FORMAT)
             .map_err(rocks_err(dir))?;
         let upgradable = match stored.as_deref() {
-            Some(f) if f == layout::UPGRADABLE_FORMAT.as_bytes() => true,
+            Some(f) if layout::UPGRADABLE_FORMATS.iter().any(|u| f == u.as_bytes()) => true,
             Some(f) if f != layout::FORMAT_VERSION.as_bytes() => {
                 return Err(IndexError::FormatMismatch {
                     dir: dir.to_owned(),
@@ -323,21 +347,86 @@ impl RocksIndex {
         Ok(index)
     }
 
-    /// Format 6 to 7 in place: every band entry of a 6 index is in the family, so the bound of
-    /// `recent` is the next sequence number; written with the new format in one write.
+    /// Format 6 or 7 to 8 in place: every block family's entries repacked into one value per
+    /// bucket, then (a 6 index: every band entry is in the family, so the bound of `recent` is
+    /// the next sequence number) the bound, with the new format, in one write. Each bucket is
+    /// repacked in one atomic write, so an upgrade cut short is finished by the next open.
     fn upgrade(&self) -> Result<(), IndexError> {
+        for name in BLOCK_FAMILIES {
+            self.repack_block_family(name)?;
+        }
         let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.cf(BANDS_FAMILY)?,
-            BANDED_BELOW_KEY,
-            self.counts.next_seq.to_be_bytes(),
-        );
+        let bands = self.cf(BANDS_FAMILY)?;
+        if self
+            .db
+            .get_pinned_cf(bands, BANDED_BELOW_KEY)
+            .map_err(rocks_err(&self.dir))?
+            .is_none()
+        {
+            batch.put_cf(bands, BANDED_BELOW_KEY, self.counts.next_seq.to_be_bytes());
+        }
         batch.put_cf(
             self.cf(META)?,
             layout::META_FORMAT,
             layout::FORMAT_VERSION.as_bytes(),
         );
         self.db.write(batch).map_err(rocks_err(&self.dir))
+    }
+
+    /// Rewrites the format 6 or 7 entries of one block family (one key per entry, sorted by
+    /// bucket) as buckets: each bucket's value put and its old keys deleted in one write, then
+    /// the family compacted so lookups do not step over the deletions.
+    fn repack_block_family(&self, name: &str) -> Result<(), IndexError> {
+        let cf = self.cf(name)?;
+        let err = rocks_err(&self.dir);
+        let mut it = self.db.raw_iterator_cf_opt(cf, admin::total_order());
+        it.seek_to_first();
+        let mut batch = WriteBatch::default();
+        let mut bucket: Option<u16> = None;
+        let mut entries: Vec<(Fingerprint, u64)> = Vec::new();
+        let mut repacked = false;
+        let mut finish = |batch: &mut WriteBatch, block: u16, entries: &mut Vec<_>| {
+            let mut from = block_key(block).to_vec();
+            from.push(0);
+            let mut to = block_key(block).to_vec();
+            to.extend_from_slice(&[0xff; LEGACY_BLOCK_KEY_LEN - BLOCK_KEY_LEN + 1]);
+            batch.put_cf(cf, block_key(block), block_bucket::value_of(entries));
+            batch.delete_range_cf(cf, from, to);
+            entries.clear();
+            repacked = true;
+        };
+        while let Some(key) = it.key() {
+            if key.len() == BLOCK_KEY_LEN {
+                // A bucket repacked by an upgrade cut short.
+                it.next();
+                continue;
+            }
+            let Some((block, fp, seq)) = layout::parse_legacy_block_key(key) else {
+                return Err(IndexError::Corrupt {
+                    dir: self.dir.clone(),
+                    message: format!("{name}: malformed key {key:02x?}"),
+                });
+            };
+            if let Some(b) = bucket.filter(|&b| b != block) {
+                finish(&mut batch, b, &mut entries);
+                if batch.len() >= 2048 {
+                    self.db.write(std::mem::take(&mut batch)).map_err(&err)?;
+                }
+            }
+            bucket = Some(block);
+            entries.push((fp, seq));
+            it.next();
+        }
+        it.status().map_err(&err)?;
+        drop(it);
+        if let Some(b) = bucket {
+            finish(&mut batch, b, &mut entries);
+        }
+        self.db.write(batch).map_err(&err)?;
+        if repacked {
+            self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
+        }
+        Ok(())
     }
 
     /// Puts back the band entries of the unique articles not yet in the family (all of them

@@ -1,37 +1,22 @@
 //! Reads of the index: an article by id (its whole record, or only the binary sketch that leads
-//! its value) and the decision's two candidate searches, the block families' prefix scans (a
-//! crowded bucket finished by seeks) and the band buckets' batched point read (plus the entries
-//! held in memory, `index::recent`). Both searches name
+//! its value) and the decision's two candidate searches, the block buckets' and the band buckets'
+//! batched point reads (the band buckets plus the entries held in memory, `index::recent`). Both searches name
 //! articles by sequence number and resolve them to ids in one batched read of `ids`. This is the
 //! path every decision waits on, kept in one file apart from the writes and the operators' scans.
 
 use super::{rocks_err, RocksIndex};
 use crate::error::IndexError;
+use crate::index::block_bucket;
 use crate::index::layout::{
-    self, band_key, id_key, parse_block_key, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES,
-    IDS,
+    self, band_key, block_key, id_key, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, IDS,
 };
 use crate::index::{Candidate, StoredArticle};
 use crate::simhash::Fingerprint;
 use crate::sketch::{Sketch, SKETCH_BYTES};
-use rocksdb::ReadOptions;
 
-/// Keys of a block bucket read one by one before the rest of the bucket is searched by seeks.
-pub const SCAN_BEFORE_SEEK: usize = 4096;
-/// Largest search distance the seek path serves (C(16,<=4) = 2,517 seeks at most per family);
-/// beyond it a crowded bucket is read whole.
-const MAX_SEEK_DISTANCE: u32 = 4;
-/// Counter: lookups that met a crowded bucket and finished it by seeks.
+/// Counter: lookups that read a crowded block bucket (more than `block_bucket::CROWDED_BUCKET`
+/// entries).
 pub const CROWDED_LOOKUPS: &str = "newsdedup_index_crowded_lookups_total";
-
-/// Every 16-bit value within `max_distance` bits of `block`, ascending: the only values the next
-/// block of a candidate can take, since a candidate within the distance differs from the query
-/// in at most that many bits anywhere.
-fn next_block_variants(block: u16, max_distance: u32) -> Vec<u16> {
-    (0..=u16::MAX)
-        .filter(|v| (v ^ block).count_ones() <= max_distance)
-        .collect()
-}
 
 impl RocksIndex {
     /// The stored record of `id` (`ArticleStore::get`).
@@ -88,10 +73,10 @@ impl RocksIndex {
         }
     }
 
-    /// The simhash candidates: one prefix scan of each block family (one iterator each). A
-    /// bucket read past [`SCAN_BEFORE_SEEK`] keys (a crowded block value: templated reports,
-    /// crafted input) is finished by seeks instead, see [`next_block_variants`], so a lookup costs
-    /// at most that many keys plus a bounded number of seeks, whatever the bucket's size.
+    /// The simhash candidates: the fingerprint's four block buckets in one batched point read,
+    /// each scanned as a packed array. Candidates come family by family, each family's in its
+    /// bucket's order (by fingerprint, then sequence number); an article sharing several blocks
+    /// is kept once, where first found.
     pub(super) fn scan_blocks(
         &self,
         fp: Fingerprint,
@@ -99,52 +84,24 @@ impl RocksIndex {
         candidates: &mut Vec<Candidate>,
     ) -> Result<(), IndexError> {
         let first = candidates.len();
-        let blocks = fp.blocks();
-        for (family, (name, block)) in BLOCK_FAMILIES.iter().zip(blocks).enumerate() {
-            let mut opts = ReadOptions::default();
-            opts.set_prefix_same_as_start(true);
-            let mut it = self.db.raw_iterator_cf_opt(self.cf(name)?, opts);
-            it.seek(block.to_be_bytes());
-            let mut read = 0usize;
-            // Keys of one bucket sort by fingerprint; the first of its blocks that varies within
-            // the bucket is block 0, or block 1 in the family of block 0.
-            let next = usize::from(family == 0);
-            let mut variants: Option<Vec<u16>> = None;
-            let mut variant = 0usize;
-            while let Some((b, other, seq)) = it.key().and_then(parse_block_key) {
-                if b != block {
-                    break;
-                }
-                read += 1;
-                if read > SCAN_BEFORE_SEEK
-                    && variants.is_none()
-                    && max_distance <= MAX_SEEK_DISTANCE
-                {
-                    metrics::counter!(CROWDED_LOOKUPS).increment(1);
-                    variants = Some(next_block_variants(blocks[next], max_distance));
-                }
-                if let Some(vs) = &variants {
-                    // Skip to the next block value within the distance, if this one is not.
-                    let here = other.blocks()[next];
-                    while variant < vs.len() && vs[variant] < here {
-                        variant += 1;
-                    }
-                    let Some(&want) = vs.get(variant) else {
-                        break;
-                    };
-                    if want != here {
-                        let mut target = Vec::with_capacity(6);
-                        target.extend_from_slice(&block.to_be_bytes());
-                        if family == 0 {
-                            target.extend_from_slice(&block.to_be_bytes());
-                        }
-                        target.extend_from_slice(&want.to_be_bytes());
-                        it.seek(&target);
-                        continue;
-                    }
-                }
+        let mut keys = Vec::with_capacity(BLOCK_FAMILIES.len());
+        for (name, block) in BLOCK_FAMILIES.iter().zip(fp.blocks()) {
+            keys.push((self.cf(name)?, block_key(block)));
+        }
+        let values = self.db.multi_get_cf(keys);
+        for (name, value) in BLOCK_FAMILIES.iter().zip(values) {
+            let Some(value) = value.map_err(rocks_err(&self.dir))? else {
+                continue;
+            };
+            let entries = block_bucket::entries(&value).ok_or_else(|| IndexError::Corrupt {
+                dir: self.dir.clone(),
+                message: format!("{name}: malformed bucket of {} bytes", value.len()),
+            })?;
+            if value.len() > block_bucket::CROWDED_BUCKET * block_bucket::ENTRY_BYTES {
+                metrics::counter!(CROWDED_LOOKUPS).increment(1);
+            }
+            for (other, seq) in entries {
                 let distance = fp.distance(other);
-                // An article sharing several blocks appears in several families: keep it once.
                 if distance <= max_distance && !candidates[first..].iter().any(|c| c.seq == seq) {
                     candidates.push(Candidate {
                         seq,
@@ -153,9 +110,7 @@ impl RocksIndex {
                         id: String::new(),
                     });
                 }
-                it.next();
             }
-            it.status().map_err(rocks_err(&self.dir))?;
         }
         let found = &mut candidates[first..];
         if !found.is_empty() {

@@ -35,6 +35,7 @@
 
 use super::{background_thread_priority, rocks_err, BackgroundPace, RocksIndex, Staged};
 use crate::error::IndexError;
+use crate::index::block_bucket;
 use crate::index::bucket;
 use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDED_BELOW_KEY,
@@ -331,7 +332,11 @@ impl RocksIndex {
         counts.unique = counts.unique.saturating_sub(1);
         batch.delete_cf(self.cf(IDS)?, id_key(old.seq));
         for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
-            batch.delete_cf(self.cf(name)?, block_key(block, old.fingerprint, old.seq));
+            batch.merge_cf(
+                self.cf(name)?,
+                block_key(block),
+                block_bucket::remove(old.fingerprint, old.seq),
+            );
         }
         if let Some(sketch) = &old.sketch {
             if self.band_home(old.seq)? == Home::Active {
@@ -417,10 +422,10 @@ impl RocksIndex {
             counts.unique += 1;
             batch.put_cf(self.cf(IDS)?, id_key(article.seq), id.as_bytes());
             for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {
-                batch.put_cf(
+                batch.merge_cf(
                     self.cf(name)?,
-                    block_key(block, article.fingerprint, article.seq),
-                    [],
+                    block_key(block),
+                    block_bucket::add(article.fingerprint, article.seq),
                 );
             }
             if let Some(sketch) = &article.sketch {
