@@ -8,13 +8,14 @@
 //! merge operand ([`add`] / [`remove`]) in the article's own atomic write, and RocksDB applies
 //! the operands in order ([`merge`]) when the bucket is read or compacted.
 //!
-//! Value: the bucket's entries, each its fingerprint then its sequence number (8 bytes BE each),
-//! ascending, so a lookup lists candidates in the order the entries sort (by fingerprint, then
-//! sequence number). Operand: one or more records of a tag (`+` add, `-` remove) and an entry;
-//! operands combine by concatenation ([`combine`]), so the levels above the last hold one operand
-//! per bucket. An empty bucket (all its articles removed) is dropped by a later compaction
-//! ([`is_empty`]). A bucket is never capped: a crowded block value (templated reports, crafted
-//! input) costs a longer value to read, not a missed candidate.
+//! Value: the bucket's entries, each its fingerprint then its sequence number (8 bytes BE each), in
+//! the order they were added. Not sorted: a merge then only appends, so a crowded bucket's read
+//! costs a copy, not a sort of all its entries; a lookup sorts the few entries it keeps. Operand:
+//! one or more records of a tag (`+` add, `-` remove) and an entry; operands combine by
+//! concatenation ([`combine`]), so the levels above the last hold one operand per bucket. An empty
+//! bucket (all its articles removed) is dropped by a later compaction ([`is_empty`]). A bucket is
+//! never capped: a crowded block value (templated reports, crafted input) costs a longer value to
+//! read, not a missed candidate.
 
 use crate::simhash::Fingerprint;
 
@@ -69,15 +70,16 @@ pub fn entries(value: &[u8]) -> Option<impl Iterator<Item = (Fingerprint, u64)> 
 
 /// The number of entries of a stored bucket value (malformed: None).
 pub fn len(value: &[u8]) -> Option<usize> {
-    value.len().is_multiple_of(ENTRY_BYTES).then_some(value.len() / ENTRY_BYTES)
+    value
+        .len()
+        .is_multiple_of(ENTRY_BYTES)
+        .then_some(value.len() / ENTRY_BYTES)
 }
 
-/// A bucket value holding `entries` (any order; duplicates kept once), as a repacking writes it.
-pub fn value_of(entries: &mut Vec<(Fingerprint, u64)>) -> Vec<u8> {
-    entries.sort_unstable_by_key(|&(fp, seq)| (fp.0, seq));
-    entries.dedup();
+/// A bucket value holding `entries`, as a repacking writes it.
+pub fn value_of(entries: &[(Fingerprint, u64)]) -> Vec<u8> {
     let mut v = Vec::with_capacity(entries.len() * ENTRY_BYTES);
-    for &(fp, seq) in entries.iter() {
+    for &(fp, seq) in entries {
         v.extend_from_slice(&entry(fp, seq));
     }
     v
@@ -89,37 +91,27 @@ pub fn merge<'a>(
     existing: Option<&[u8]>,
     operands: impl IntoIterator<Item = &'a [u8]>,
 ) -> Option<Vec<u8>> {
-    let existing = existing.unwrap_or_default();
-    len(existing)?;
-    let mut list: Vec<[u8; ENTRY_BYTES]> = existing
-        .chunks_exact(ENTRY_BYTES)
-        .map(|e| e.try_into().unwrap_or_default())
-        .collect();
-    let mut sorted = true;
+    let mut value = existing.unwrap_or_default().to_vec();
+    len(&value)?;
     for op in operands {
         if !op.len().is_multiple_of(RECORD_BYTES) || op.is_empty() {
             return None;
         }
         for r in op.chunks_exact(RECORD_BYTES) {
-            let e: [u8; ENTRY_BYTES] = r[1..].try_into().unwrap_or_default();
-            match r[0] {
-                ADD => {
-                    sorted &= list.last().is_none_or(|last| *last < e);
-                    list.push(e);
-                }
+            let (tag, e) = (r[0], &r[1..]);
+            match tag {
+                ADD => value.extend_from_slice(e),
                 // Removals are rare (retention, an editor's release): a linear pass is enough.
-                REMOVE => list.retain(|x| *x != e),
+                REMOVE => {
+                    if let Some(at) = value.chunks_exact(ENTRY_BYTES).position(|x| x == e) {
+                        value.drain(at * ENTRY_BYTES..(at + 1) * ENTRY_BYTES);
+                    }
+                }
                 _ => return None,
             }
         }
     }
-    if !sorted {
-        // Adds arrive in sequence order, not fingerprint order; duplicates (a write applied
-        // twice) are kept once.
-        list.sort_unstable();
-        list.dedup();
-    }
-    Some(list.concat())
+    Some(value)
 }
 
 /// Operands combined into one (the partial merge): their records, in order.
@@ -148,7 +140,7 @@ mod tests {
     }
 
     #[test]
-    fn operands_apply_in_order_and_the_value_stays_sorted() {
+    fn operands_apply_in_order() {
         let ops = [
             add(Fingerprint(9), 0),
             add(Fingerprint(3), 1),
@@ -156,17 +148,14 @@ mod tests {
             remove(Fingerprint(9), 0),
             add(Fingerprint(9), 0),
             add(Fingerprint(5), 3),
+            remove(Fingerprint(5), 4),
         ];
         let v = merge(None, ops.iter().map(|o| o.as_slice())).unwrap();
-        assert_eq!(decoded(&v), [(3, 1), (3, 2), (5, 3), (9, 0)]);
-        // On top of a stored value; an add applied twice is kept once.
-        let more = [
-            add(Fingerprint(4), 7),
-            add(Fingerprint(4), 7),
-            remove(Fingerprint(3), 1),
-        ];
+        assert_eq!(decoded(&v), [(3, 1), (3, 2), (9, 0), (5, 3)]);
+        // On top of a stored value.
+        let more = [add(Fingerprint(4), 7), remove(Fingerprint(3), 1)];
         let v = merge(Some(&v), more.iter().map(|o| o.as_slice())).unwrap();
-        assert_eq!(decoded(&v), [(3, 2), (4, 7), (5, 3), (9, 0)]);
+        assert_eq!(decoded(&v), [(3, 2), (9, 0), (5, 3), (4, 7)]);
         let gone = [
             remove(Fingerprint(3), 2),
             remove(Fingerprint(4), 7),
@@ -214,14 +203,10 @@ mod tests {
     }
 
     #[test]
-    fn a_repacked_value_is_sorted_and_without_repeats() {
-        let mut list = vec![
-            (Fingerprint(7), 2),
-            (Fingerprint(1), 5),
-            (Fingerprint(7), 2),
-        ];
-        let v = value_of(&mut list);
-        assert_eq!(decoded(&v), [(1, 5), (7, 2)]);
+    fn a_repacked_value_reads_back() {
+        let list = [(Fingerprint(7), 2), (Fingerprint(1), 5)];
+        let v = value_of(&list);
+        assert_eq!(decoded(&v), [(7, 2), (1, 5)]);
         assert_eq!(merge(Some(&v), []), Some(v.clone()));
     }
 }

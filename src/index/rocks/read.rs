@@ -74,9 +74,9 @@ impl RocksIndex {
     }
 
     /// The simhash candidates: the fingerprint's four block buckets in one batched point read,
-    /// each scanned as a packed array. Candidates come family by family, each family's in its
-    /// bucket's order (by fingerprint, then sequence number); an article sharing several blocks
-    /// is kept once, where first found.
+    /// each scanned as a packed array. Candidates come family by family, each family's by
+    /// fingerprint, then sequence number; an article sharing several blocks is kept once, where
+    /// first found.
     pub(super) fn scan_blocks(
         &self,
         fp: Fingerprint,
@@ -100,6 +100,7 @@ impl RocksIndex {
             if value.len() > block_bucket::CROWDED_BUCKET * block_bucket::ENTRY_BYTES {
                 metrics::counter!(CROWDED_LOOKUPS).increment(1);
             }
+            let family_first = candidates.len();
             for (other, seq) in entries {
                 let distance = fp.distance(other);
                 if distance <= max_distance && !candidates[first..].iter().any(|c| c.seq == seq) {
@@ -111,6 +112,8 @@ impl RocksIndex {
                     });
                 }
             }
+            // A bucket keeps its entries in the order they were added.
+            candidates[family_first..].sort_unstable_by_key(|c| (c.fingerprint.0, c.seq));
         }
         let found = &mut candidates[first..];
         if !found.is_empty() {
