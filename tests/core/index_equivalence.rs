@@ -406,3 +406,32 @@ fn crowded_bucket_lookups_equal_brute_force() {
         }
     }
 }
+
+/// Candidates come in a fixed order whatever the order the articles were indexed in: family by
+/// family, each family's by fingerprint, then sequence number (the decision takes the first of
+/// equally good candidates, so the order is part of the output).
+#[test]
+fn candidates_come_by_fingerprint_then_sequence_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut index =
+        RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
+    let q: u64 = 0x1234_5678_9abc_def0;
+    // All share every block with `q` but the last (distance 1-3 in the lowest bits), indexed in
+    // descending fingerprint order, one fingerprint twice.
+    let fps = [q ^ 0b111, q ^ 0b110, q ^ 0b11, q ^ 0b11, q ^ 0b1];
+    for (seq, &fp) in fps.iter().enumerate() {
+        index
+            .insert(&format!("a{seq}"), &unique_record(seq as u64, fp), true)
+            .unwrap();
+    }
+    let mut out: Vec<Candidate> = Vec::new();
+    index.candidates(Fingerprint(q), 3, &mut out).unwrap();
+    let got: Vec<(u64, u64)> = out.iter().map(|c| (c.fingerprint.0, c.seq)).collect();
+    let mut want: Vec<(u64, u64)> = fps
+        .iter()
+        .enumerate()
+        .map(|(seq, &fp)| (fp, seq as u64))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+}
