@@ -251,6 +251,11 @@ fn describe() {
         "Lookups that read a block bucket of more than 4096 fingerprints (templated reports, crafted input)."
     );
     describe_counter!(
+        crate::index::rocks::BUCKET_WRITE_BACKS,
+        Unit::Count,
+        "Crowded block buckets whose merged value the writer put back, so reads do not walk their pending operands."
+    );
+    describe_counter!(
         crate::index::rocks::EXPIRED_ARTICLES,
         Unit::Count,
         "Articles removed by the retention window ([index] retention, --retention)."

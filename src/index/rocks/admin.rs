@@ -1376,6 +1376,70 @@ mod tests {
         assert_eq!(report.band_entries, (full + 9) * ALL_BANDS_N as u64);
     }
 
+    /// A crowded block bucket (more than `CROWDED_BUCKET` articles) is put back merged as it
+    /// grows, so a read of it meets a few hundred operands instead of one per article; and it
+    /// still holds exactly its articles, with removals among the adds.
+    #[test]
+    fn a_crowded_block_bucket_is_put_back_and_stays_exact() {
+        use rocksdb::perf::{set_perf_stats, PerfContext, PerfMetric, PerfStatsLevel};
+        const SHARED: u64 = 0x5a5a << 48;
+        const N: u64 = 6_000;
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let crowded = |seq: u64| StoredArticle {
+            fingerprint: Fingerprint(SHARED | (seq.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 16)),
+            sketch: None,
+            ..article(seq, 0, seq as u32)
+        };
+        for seq in 0..N {
+            index
+                .insert(&format!("a{seq}"), &crowded(seq), true)
+                .unwrap();
+        }
+        // Every tenth article moves out of the bucket: a removal operand each.
+        for seq in (0..N).step_by(10) {
+            let moved = StoredArticle {
+                seq: N + seq,
+                fingerprint: Fingerprint(!SHARED & crowded(seq).fingerprint.0 | 1 << 63),
+                ..crowded(seq)
+            };
+            index
+                .replace(&format!("a{seq}"), &crowded(seq), &moved, true)
+                .unwrap();
+        }
+
+        let mut found = Vec::new();
+        index
+            .candidates(Fingerprint(SHARED), 64, &mut found)
+            .unwrap();
+        let mut in_bucket: Vec<u64> = found
+            .iter()
+            .filter(|c| c.fingerprint.0 >> 48 == SHARED >> 48)
+            .map(|c| c.seq)
+            .collect();
+        in_bucket.sort_unstable();
+        let expected: Vec<u64> = (0..N).filter(|s| s % 10 != 0).collect();
+        assert_eq!(in_bucket, expected);
+
+        // The operands a read of the four buckets merges (all still in the memtable).
+        set_perf_stats(PerfStatsLevel::EnableCount);
+        let mut perf = PerfContext::default();
+        perf.reset();
+        for (name, block) in BLOCK_FAMILIES.iter().zip(Fingerprint(SHARED).blocks()) {
+            let mut it = index.db.raw_iterator_cf(index.cf(name).unwrap());
+            it.seek(block_key(block));
+            assert!(it.value().is_some() || block != (SHARED >> 48) as u16);
+        }
+        let merged = perf.metric(PerfMetric::InternalMergeCount);
+        set_perf_stats(PerfStatsLevel::Disable);
+        assert!(merged > 0, "the reads merged no operand: nothing measured");
+        assert!(
+            merged < 1_000,
+            "{merged} operands merged by a read of a bucket of {} articles",
+            expected.len()
+        );
+    }
+
     /// A written band file stays out of the family while the family's L0 holds too many files
     /// (compactions behind), lookups seeing its entries meanwhile, and goes in once they have
     /// caught up.

@@ -19,7 +19,7 @@ mod write;
 
 pub use admin::{AgeStats, BandStats, FamilyStats, IndexStats, SyncHandle, VerifyReport};
 pub use read::CROWDED_LOOKUPS;
-pub use write::{EXPIRED_ARTICLES, EXPIRE_BATCH};
+pub use write::{BUCKET_WRITE_BACKS, EXPIRED_ARTICLES, EXPIRE_BATCH};
 
 use super::layout::{
     self, block_key, id_key, parse_id_key, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY, BAND_KEY_LEN,
@@ -74,6 +74,8 @@ pub struct RocksIndex {
     write_out: Mutex<Option<JoinHandle<Result<(), rocksdb::Error>>>>,
     /// The `bands` family's options, which the files of `recent` are written with.
     bands_opts: Options,
+    /// Which block buckets the writer puts back merged (`block_bucket::WriteBack`).
+    write_back: block_bucket::WriteBack,
 }
 
 /// One atomic write being staged: the RocksDB batch, and the changes of the in-memory band
@@ -82,6 +84,8 @@ pub struct RocksIndex {
 pub(super) struct Staged {
     pub rocks: WriteBatch,
     pub recent: Vec<RecentChange>,
+    /// The block buckets the batch merges into: (family, block value).
+    pub blocks: Vec<(usize, u16)>,
 }
 
 /// Set by [`RocksIndex::lower_background_priority`].
@@ -322,6 +326,7 @@ impl RocksIndex {
             recent: Mutex::new(RecentBands::default()),
             write_out: Mutex::new(None),
             bands_opts,
+            write_back: block_bucket::WriteBack::new(BLOCK_FAMILIES.len()),
         };
         let stored = index
             .db

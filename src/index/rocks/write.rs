@@ -64,6 +64,8 @@ pub(super) const BANDS_L0_BUSY: u64 = 8;
 /// cannot run, a full disk say, must not stop the decisions; RocksDB reports that itself).
 const BANDS_L0_MAX_WAIT: Duration = Duration::from_secs(10);
 
+/// Counter: crowded block buckets put back merged (`block_bucket::WriteBack`).
+pub const BUCKET_WRITE_BACKS: &str = "newsdedup_index_bucket_write_backs_total";
 /// Counter: articles removed by the retention window.
 pub const EXPIRED_ARTICLES: &str = "newsdedup_index_expired_total";
 /// Most articles removed by the retention window in one write (see the module comment).
@@ -114,6 +116,34 @@ impl RocksIndex {
             .unwrap_or_else(PoisonError::into_inner);
         for change in staged.recent {
             recent.apply(change);
+        }
+        for (family, block) in staged.blocks {
+            if self.write_back.merged(family, block) {
+                self.check_block_bucket(family, block)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a crowded block bucket's merged value back (see `block_bucket::WriteBack`): the
+    /// bucket as it stands, in a write of its own.
+    fn check_block_bucket(&mut self, family: usize, block: u16) -> Result<(), IndexError> {
+        let Some(name) = BLOCK_FAMILIES.get(family) else {
+            return Ok(());
+        };
+        let cf = self.cf(name)?;
+        let key = block_key(block);
+        let err = rocks_err(&self.dir);
+        let value = self.db.get_cf(cf, key).map_err(&err)?;
+        let entries = value.as_deref().and_then(block_bucket::len).unwrap_or(0);
+        if !self.write_back.checked(family, block, entries) {
+            return Ok(());
+        }
+        if let Some(value) = value {
+            self.db
+                .put_cf_opt(self.cf(name)?, key, value, &self.write_opts)
+                .map_err(rocks_err(&self.dir))?;
+            metrics::counter!(BUCKET_WRITE_BACKS).increment(1);
         }
         Ok(())
     }
@@ -331,12 +361,17 @@ impl RocksIndex {
         }
         counts.unique = counts.unique.saturating_sub(1);
         batch.delete_cf(self.cf(IDS)?, id_key(old.seq));
-        for (name, block) in BLOCK_FAMILIES.iter().zip(old.fingerprint.blocks()) {
+        for (family, (name, block)) in BLOCK_FAMILIES
+            .iter()
+            .zip(old.fingerprint.blocks())
+            .enumerate()
+        {
             batch.merge_cf(
                 self.cf(name)?,
                 block_key(block),
                 block_bucket::remove(old.fingerprint, old.seq),
             );
+            staged.blocks.push((family, block));
         }
         if let Some(sketch) = &old.sketch {
             if self.band_home(old.seq)? == Home::Active {
@@ -421,12 +456,17 @@ impl RocksIndex {
         if searchable {
             counts.unique += 1;
             batch.put_cf(self.cf(IDS)?, id_key(article.seq), id.as_bytes());
-            for (name, block) in BLOCK_FAMILIES.iter().zip(article.fingerprint.blocks()) {
+            for (family, (name, block)) in BLOCK_FAMILIES
+                .iter()
+                .zip(article.fingerprint.blocks())
+                .enumerate()
+            {
                 batch.merge_cf(
                     self.cf(name)?,
                     block_key(block),
                     block_bucket::add(article.fingerprint, article.seq),
                 );
+                staged.blocks.push((family, block));
             }
             if let Some(sketch) = &article.sketch {
                 if self.band_home(article.seq)? == Home::Active {
