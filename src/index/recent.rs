@@ -37,6 +37,11 @@ pub type BandKey = [u8; BAND_KEY_LEN];
 /// bounds what a restart after a crash reads back (one stored sketch per article).
 pub const RECENT_BAND_ENTRIES: usize = 1 << 18;
 
+/// Where a full table stops filling while the previous one is still on its way to the family
+/// (`rocks::write`): 1.5 times the size, ~33,000 articles, still within the slots `Table::sized`
+/// made (so no rehash), and what a restart after a crash may read back.
+pub const RECENT_BAND_ENTRIES_MAX: usize = RECENT_BAND_ENTRIES / 2 * 3;
+
 /// The articles of one bucket held here, ascending.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Members {

@@ -1440,6 +1440,72 @@ mod tests {
         );
     }
 
+    /// While a written band file is held back (L0 busy), the next table goes on filling past its
+    /// size instead of making the decision wait, up to `RECENT_BAND_ENTRIES_MAX`; the entries of
+    /// both tables are found meanwhile, and everything reaches the family once L0 is merged.
+    #[test]
+    fn a_full_table_goes_on_filling_while_the_last_file_is_held_back() {
+        use super::super::write::BANDS_L0_BUSY;
+        use crate::index::layout::{BANDED_BELOW_KEY, BANDS_FAMILY};
+        use crate::index::recent::{RECENT_BAND_ENTRIES, RECENT_BAND_ENTRIES_MAX};
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let bands = index.cf(BANDS_FAMILY).unwrap();
+        index
+            .db
+            .set_options_cf(bands, &[("disable_auto_compactions", "true")])
+            .unwrap();
+        for _ in 0..BANDS_L0_BUSY {
+            let bands = index.cf(BANDS_FAMILY).unwrap();
+            index
+                .db
+                .put_cf(bands, BANDED_BELOW_KEY, 0u64.to_be_bytes())
+                .unwrap();
+            index.db.flush_cf(bands).unwrap();
+        }
+        let full = RECENT_BAND_ENTRIES.div_ceil(ALL_BANDS_N) as u64;
+        let past = (RECENT_BAND_ENTRIES_MAX / ALL_BANDS_N) as u64 - 1;
+        let articles: Vec<StoredArticle> = (0..full + past + 1)
+            .map(|seq| article(seq, 0, seq as u32 + 1))
+            .collect();
+        for (seq, a) in articles.iter().enumerate().take((full + past) as usize) {
+            index.insert(&format!("a{seq}"), a, true).unwrap();
+        }
+        // Without the overflow the second table's fill would wait (10 s at most) for L0, then
+        // ingest the first file and freeze the second.
+        assert_eq!(
+            index.recent().frozen_below(),
+            full,
+            "the first file held back"
+        );
+        assert!(index.recent().entries() > RECENT_BAND_ENTRIES);
+        for probe in [3, full + 5, full + past - 1] {
+            let mut found = Vec::new();
+            let a = &articles[probe as usize];
+            index
+                .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+                .unwrap();
+            assert_eq!(found, [(probe, format!("a{probe}"))]);
+        }
+        let bands = index.cf(BANDS_FAMILY).unwrap();
+        index
+            .db
+            .set_options_cf(bands, &[("disable_auto_compactions", "false")])
+            .unwrap();
+        let bands = index.cf(BANDS_FAMILY).unwrap();
+        index
+            .db
+            .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
+        let last = (full + past) as usize;
+        index
+            .insert(&format!("a{last}"), &articles[last], true)
+            .unwrap();
+        index.write_out_recent().unwrap();
+        assert_eq!(index.recent().banded_below(), full + past + 1);
+        let report = index.verify().unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+    }
+
     /// A written band file stays out of the family while the family's L0 holds too many files
     /// (compactions behind), lookups seeing its entries meanwhile, and goes in once they have
     /// caught up.

@@ -41,7 +41,9 @@ use crate::index::layout::{
     self, band_key, block_key, expiry_key, id_key, parse_expiry_key, ARTICLES, BANDED_BELOW_KEY,
     BANDS_FAMILY, BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
-use crate::index::recent::{Home, RecentChange, Table, RECENT_BAND_ENTRIES};
+use crate::index::recent::{
+    Home, RecentChange, Table, RECENT_BAND_ENTRIES, RECENT_BAND_ENTRIES_MAX,
+};
 use crate::index::{ArticleStore, IndexCounts, StoredArticle};
 use rocksdb::{IngestExternalFileOptions, Options, ReadOptions, SstFileWriter};
 use std::path::Path;
@@ -57,8 +59,9 @@ const RECENT_FILE: &str = "recent-bands.sst";
 /// the count at which RocksDB starts an L0 compaction. RocksDB slows the writes that make L0
 /// files when they pile up, but not an ingestion, which at full speed would leave every lookup
 /// probing a pile of files until the compactions caught up. So a finished file stays out while
-/// L0 is busy, and a table that fills meanwhile waits for the compactions: a bulk load goes at
-/// their pace. A live instance, whose next table takes seconds to fill, does not wait.
+/// L0 is busy, and a table that fills meanwhile goes on to `RECENT_BAND_ENTRIES_MAX`, then waits
+/// for the compactions: a bulk load goes at their pace. A live instance, whose next table takes
+/// seconds to fill, does not wait.
 pub(super) const BANDS_L0_BUSY: u64 = 8;
 /// The longest the writer waits for the compactions before ingesting anyway (a compaction that
 /// cannot run, a full disk say, must not stop the decisions; RocksDB reports that itself).
@@ -78,16 +81,21 @@ impl RocksIndex {
         self.write_with_counts(staged, counts)?;
         self.remove_expired()?;
         self.ingest_written(false)?;
-        if self.recent().entries() >= RECENT_BAND_ENTRIES {
-            // One file at a time: a table that fills while the last one is still being written
-            // waits for it (at ~20,000 articles a table, it never has so far), or while it is
-            // held back for a busy L0, for the compactions.
-            if self
+        let entries = self.recent().entries();
+        if entries >= RECENT_BAND_ENTRIES {
+            // One file at a time. While the last one is still being written or held back for a
+            // busy L0, a full table goes on filling, up to `RECENT_BAND_ENTRIES_MAX`: only there
+            // does the writer wait (for the compactions), so the wait of a bulk load falls on
+            // the load, not on the first decisions after it.
+            let pending = self
                 .write_out
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .is_some()
-            {
+                .is_some();
+            if pending {
+                if entries < RECENT_BAND_ENTRIES_MAX {
+                    return Ok(());
+                }
                 self.wait_while_bands_l0_busy()?;
             }
             self.ingest_written(true)?;
