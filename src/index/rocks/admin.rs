@@ -1486,29 +1486,35 @@ mod tests {
         );
     }
 
-    /// While a written band file is held back (L0 busy), the next table goes on filling past its
-    /// size instead of making the decision wait, up to `RECENT_BAND_ENTRIES_MAX`; the entries of
-    /// both tables are found meanwhile, and everything reaches the family once L0 is merged.
-    #[test]
-    fn a_full_table_goes_on_filling_while_the_last_file_is_held_back() {
+    /// Puts `BANDS_L0_BUSY` files in the `bands` family's L0 that the compactions have not merged
+    /// (each the bound as it is: 0), with its auto compactions off.
+    fn fill_bands_l0(index: &RocksIndex) {
         use super::super::write::BANDS_L0_BUSY;
         use crate::index::layout::{BANDED_BELOW_KEY, BANDS_FAMILY};
-        use crate::index::recent::{RECENT_BAND_ENTRIES, RECENT_BAND_ENTRIES_MAX};
-        let dir = tempfile::tempdir().unwrap();
-        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
         let bands = index.cf(BANDS_FAMILY).unwrap();
         index
             .db
             .set_options_cf(bands, &[("disable_auto_compactions", "true")])
             .unwrap();
         for _ in 0..BANDS_L0_BUSY {
-            let bands = index.cf(BANDS_FAMILY).unwrap();
             index
                 .db
                 .put_cf(bands, BANDED_BELOW_KEY, 0u64.to_be_bytes())
                 .unwrap();
             index.db.flush_cf(bands).unwrap();
         }
+    }
+
+    /// While a written band file is held back (L0 busy), the next table goes on filling past its
+    /// size instead of making the decision wait, up to `RECENT_BAND_ENTRIES_MAX`; the entries of
+    /// both tables are found meanwhile, and everything reaches the family once L0 is merged.
+    #[test]
+    fn a_full_table_goes_on_filling_while_the_last_file_is_held_back() {
+        use crate::index::layout::BANDS_FAMILY;
+        use crate::index::recent::{RECENT_BAND_ENTRIES, RECENT_BAND_ENTRIES_MAX};
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        fill_bands_l0(&index);
         let full = RECENT_BAND_ENTRIES.div_ceil(ALL_BANDS_N) as u64;
         let past = (RECENT_BAND_ENTRIES_MAX / ALL_BANDS_N) as u64 - 1;
         let articles: Vec<StoredArticle> = (0..full + past + 1)
@@ -1557,8 +1563,7 @@ mod tests {
     /// caught up.
     #[test]
     fn a_band_file_waits_while_the_family_has_too_many_l0_files() {
-        use super::super::write::BANDS_L0_BUSY;
-        use crate::index::layout::{BANDED_BELOW_KEY, BANDS_FAMILY};
+        use crate::index::layout::BANDS_FAMILY;
         use crate::index::recent::RECENT_BAND_ENTRIES;
         let dir = tempfile::tempdir().unwrap();
         let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
@@ -1570,15 +1575,7 @@ mod tests {
                 .unwrap();
         };
         auto_compactions(&index, "true");
-        // L0 files the compactions have not merged (each the bound as it is: 0).
-        for _ in 0..BANDS_L0_BUSY {
-            let bands = index.cf(BANDS_FAMILY).unwrap();
-            index
-                .db
-                .put_cf(bands, BANDED_BELOW_KEY, 0u64.to_be_bytes())
-                .unwrap();
-            index.db.flush_cf(bands).unwrap();
-        }
+        fill_bands_l0(&index);
         let full = RECENT_BAND_ENTRIES.div_ceil(ALL_BANDS_N) as u64;
         let articles: Vec<StoredArticle> = (0..full + 2)
             .map(|seq| article(seq, 0, seq as u32 + 1))
