@@ -22,8 +22,8 @@
 //! a lookup). So the single writer puts a crowded bucket's merged value back once operands worth
 //! a thirty-second of its entries have followed the last such write ([`WriteBack`]): a read then
 //! meets one value and at most that many operands (under 1 ms at 200,000 entries), for at most
-//! ~512 bytes written per entry added to such a bucket. The value put back is the bucket as it stands, so it
-//! needs no atomicity with anything else.
+//! ~512 bytes written per entry added to such a bucket. The value put back is the bucket as it
+//! stands, so it needs no atomicity with anything else.
 
 use crate::simhash::Fingerprint;
 
@@ -36,6 +36,11 @@ const REMOVE: u8 = b'-';
 /// A bucket holding more entries than this is counted as crowded (`index stats`, and the
 /// lookups that read one: `rocks::read::CROWDED_LOOKUPS`).
 pub const CROWDED_BUCKET: usize = 4096;
+
+/// Whether a bucket of `entries` entries is crowded ([`CROWDED_BUCKET`]).
+pub fn is_crowded(entries: usize) -> bool {
+    entries > CROWDED_BUCKET
+}
 
 /// Merges into a bucket between two checks of its size while it is not known to be crowded.
 const CHECK_EVERY: u32 = 512;
@@ -68,7 +73,7 @@ impl WriteBack {
     /// After a check found `entries` in the bucket: true to put its value back (a crowded bucket),
     /// and when to check it next.
     pub fn checked(&mut self, family: usize, block: u16, entries: usize) -> bool {
-        let crowded = entries > CROWDED_BUCKET;
+        let crowded = is_crowded(entries);
         let next = if crowded {
             u32::try_from(entries / 32)
                 .unwrap_or(u32::MAX)

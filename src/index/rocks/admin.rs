@@ -284,7 +284,7 @@ impl RocksIndex {
             let used = buckets.iter().filter(|&&b| b > 0).count() as u32;
             let crowded = buckets
                 .iter()
-                .filter(|&&b| b as usize > block_bucket::CROWDED_BUCKET)
+                .filter(|&&b| block_bucket::is_crowded(b as usize))
                 .count() as u32;
             let mut largest: Vec<(usize, u32)> = buckets
                 .iter()
@@ -481,11 +481,12 @@ impl RocksIndex {
                             .db
                             .get_pinned_cf(self.cf(name)?, block_key(block))
                             .map_err(rocks_err(&self.dir))?;
-                        let entries = bucket.as_deref().and_then(block_bucket::entries);
-                        match entries {
+                        let value = bucket.as_deref().unwrap_or_default();
+                        let listed = match block_bucket::entries(value) {
                             Some(entries)
-                                if bucket.as_deref().and_then(block_bucket::len)
-                                    > Some(block_bucket::CROWDED_BUCKET) =>
+                                if block_bucket::is_crowded(
+                                    value.len() / block_bucket::ENTRY_BYTES,
+                                ) =>
                             {
                                 let set: HashSet<_> = entries.collect();
                                 let listed = set.contains(&entry);
@@ -494,7 +495,8 @@ impl RocksIndex {
                             }
                             Some(mut entries) => entries.any(|e| e == entry),
                             None => false,
-                        }
+                        };
+                        listed
                     };
                     if !listed {
                         report
@@ -1544,7 +1546,6 @@ mod tests {
             .db
             .set_options_cf(bands, &[("disable_auto_compactions", "false")])
             .unwrap();
-        let bands = index.cf(BANDS_FAMILY).unwrap();
         index
             .db
             .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);

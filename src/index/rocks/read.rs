@@ -97,7 +97,7 @@ impl RocksIndex {
                 dir: self.dir.clone(),
                 message: format!("{name}: malformed bucket of {} bytes", value.len()),
             })?;
-            if value.len() > block_bucket::CROWDED_BUCKET * block_bucket::ENTRY_BYTES {
+            if block_bucket::is_crowded(value.len() / block_bucket::ENTRY_BYTES) {
                 metrics::counter!(CROWDED_LOOKUPS).increment(1);
             }
             let family_first = candidates.len();

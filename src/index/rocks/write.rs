@@ -133,21 +133,20 @@ impl RocksIndex {
         Ok(())
     }
 
-    /// Puts a crowded block bucket's merged value back (see `block_bucket::WriteBack`): the
-    /// bucket as it stands, in a write of its own.
+    /// Reads a block bucket due for a check and, if it is crowded, puts its merged value back
+    /// (see `block_bucket::WriteBack`): the bucket as it stands, in a write of its own.
     fn check_block_bucket(&mut self, family: usize, block: u16) -> Result<(), IndexError> {
         let Some(name) = BLOCK_FAMILIES.get(family) else {
             return Ok(());
         };
-        let cf = self.cf(name)?;
         let key = block_key(block);
-        let err = rocks_err(&self.dir);
-        let value = self.db.get_cf(cf, key).map_err(&err)?;
+        let value = self
+            .db
+            .get_cf(self.cf(name)?, key)
+            .map_err(rocks_err(&self.dir))?;
         let entries = value.as_deref().and_then(block_bucket::len).unwrap_or(0);
-        if !self.write_back.checked(family, block, entries) {
-            return Ok(());
-        }
-        if let Some(value) = value {
+        let crowded = self.write_back.checked(family, block, entries);
+        if let Some(value) = value.filter(|_| crowded) {
             self.db
                 .put_cf_opt(self.cf(name)?, key, value, &self.write_opts)
                 .map_err(rocks_err(&self.dir))?;
