@@ -58,6 +58,17 @@ pub enum IndexError {
     /// name the engine's types.
     #[error("storage error on {dir}: {message}")]
     Storage { dir: PathBuf, message: String },
+    /// The volume holding the index has no space left. Each decision is one atomic write and
+    /// nothing is published or committed before its write is durable, so the failed write and
+    /// everything after it are simply decided again by the next run.
+    #[error(
+        "the volume holding the index {dir} is full ({message}). Nothing decided is lost, and \
+         nothing after the failed write was published or committed: free space on that volume (or \
+         move the index directory to a larger one), then run the command again; it resumes where \
+         it stopped. To keep the index from outgrowing its volume, set or shorten the retention \
+         window ([index] retention)"
+    )]
+    DiskFull { dir: PathBuf, message: String },
     /// The storage engine's process-wide environment (its background threads) refused a setting.
     #[error("storage engine environment: {0}")]
     Environment(String),
@@ -67,4 +78,67 @@ pub enum IndexError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// What the operating system says when a volume is full (`ENOSPC`), as the storage engine quotes
+/// it in its error messages.
+const NO_SPACE_MESSAGE: &str = "No space left on device";
+
+impl IndexError {
+    /// An error of the storage engine on `dir`, from its message: [`IndexError::DiskFull`] when
+    /// the volume is full, else [`IndexError::Storage`].
+    pub fn storage(dir: &std::path::Path, message: String) -> IndexError {
+        let dir = dir.to_owned();
+        if message.contains(NO_SPACE_MESSAGE) {
+            IndexError::DiskFull { dir, message }
+        } else {
+            IndexError::Storage { dir, message }
+        }
+    }
+
+    /// An I/O error on `dir`: [`IndexError::DiskFull`] when the volume is full, else
+    /// [`IndexError::Io`].
+    pub fn io(dir: &std::path::Path, source: std::io::Error) -> IndexError {
+        let dir = dir.to_owned();
+        if source.kind() == std::io::ErrorKind::StorageFull {
+            IndexError::DiskFull {
+                dir,
+                message: source.to_string(),
+            }
+        } else {
+            IndexError::Io { dir, source }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn a_full_volume_is_told_apart_and_says_what_to_do() {
+        let dir = Path::new("/var/lib/newsdedup/index");
+        // RocksDB's message for a WAL append on a full volume.
+        let full = IndexError::storage(
+            dir,
+            "IO error: No space left on device: While appending to file: /var/lib/newsdedup/index/000004.log: No space left on device".to_owned(),
+        );
+        assert!(matches!(full, IndexError::DiskFull { .. }), "{full:?}");
+        let told = full.to_string();
+        assert!(told.contains("/var/lib/newsdedup/index is full"), "{told}");
+        assert!(told.contains("free space on that volume"), "{told}");
+        assert!(told.contains("Nothing decided is lost"), "{told}");
+
+        let other = IndexError::storage(dir, "Corruption: bad block".to_owned());
+        assert!(matches!(other, IndexError::Storage { .. }), "{other:?}");
+
+        let io_full = IndexError::io(dir, std::io::Error::from_raw_os_error(libc::ENOSPC));
+        assert!(
+            matches!(io_full, IndexError::DiskFull { .. }),
+            "{io_full:?}"
+        );
+        let io_other = IndexError::io(dir, std::io::Error::from_raw_os_error(libc::EACCES));
+        assert!(matches!(io_other, IndexError::Io { .. }), "{io_other:?}");
+    }
 }

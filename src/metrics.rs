@@ -43,6 +43,8 @@ pub const WAITING_SECONDS: &str = "newsdedup_waiting_seconds";
 pub const INDEX_ARTICLES: &str = "newsdedup_index_articles";
 pub const INDEX_UNIQUE: &str = "newsdedup_index_unique_articles";
 pub const INDEX_DISK_BYTES: &str = "newsdedup_index_disk_bytes";
+pub const INDEX_VOLUME_AVAILABLE_BYTES: &str = "newsdedup_index_volume_available_bytes";
+pub const INDEX_VOLUME_SIZE_BYTES: &str = "newsdedup_index_volume_size_bytes";
 pub const INDEX_STREAM_TIME: &str = "newsdedup_index_stream_time_seconds";
 pub const GROUP_COMMIT_SIZE: &str = "newsdedup_group_commit_records";
 pub const STANDBY_RECORDS: &str = "newsdedup_standby_records_total";
@@ -276,6 +278,16 @@ fn describe() {
         INDEX_DISK_BYTES,
         Unit::Bytes,
         "Size of the index directory."
+    );
+    describe_gauge!(
+        INDEX_VOLUME_AVAILABLE_BYTES,
+        Unit::Bytes,
+        "Space left on the volume holding the index directory (for unprivileged writes); when none is left the service stops deciding until space is freed."
+    );
+    describe_gauge!(
+        INDEX_VOLUME_SIZE_BYTES,
+        Unit::Bytes,
+        "Size of the volume holding the index directory."
     );
 }
 

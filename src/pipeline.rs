@@ -10,7 +10,9 @@ use crate::correction::Correction;
 use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
-use crate::index::{ArticleStore, CorrectionKind, DurableStore, IndexCounts, SyncHandle};
+use crate::index::{
+    ArticleStore, CorrectionKind, DiskUsage, DurableStore, IndexCounts, SyncHandle,
+};
 use crate::output;
 use crate::runner::Stage;
 use crate::simhash::Fingerprint;
@@ -321,8 +323,8 @@ pub trait DecisionStage: Send {
         None
     }
     fn counts(&self) -> IndexCounts;
-    fn disk_bytes(&self) -> u64 {
-        0
+    fn disk_usage(&self) -> DiskUsage {
+        DiskUsage::default()
     }
     /// Takes a decided article out of the index (its stored version is `fingerprint`),
     /// durably, because its output can never reach its topic. True if it was there.
@@ -346,8 +348,8 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
         self.store().counts()
     }
 
-    fn disk_bytes(&self) -> u64 {
-        self.store().disk_bytes()
+    fn disk_usage(&self) -> DiskUsage {
+        self.store().disk_usage()
     }
 
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
@@ -375,8 +377,8 @@ pub trait DecisionObserver: Send {
     }
     /// `outcome` was decided in `took`; the index now holds `index`.
     fn decided(&mut self, _outcome: &Outcome, _took: Duration, _index: &IndexCounts) {}
-    /// The index changed outside a decision (a withdrawal), or its size was measured.
-    fn index_changed(&mut self, _index: &IndexCounts, _disk_bytes: Option<u64>) {}
+    /// The index changed outside a decision (a withdrawal), or its disk use was measured.
+    fn index_changed(&mut self, _index: &IndexCounts, _disk: Option<DiskUsage>) {}
 }
 
 impl DecisionObserver for () {
@@ -385,7 +387,7 @@ impl DecisionObserver for () {
     }
 }
 
-/// How often the index's size on disk is measured while deciding.
+/// How often the index's disk use is measured while deciding.
 const DISK_EVERY: Duration = Duration::from_secs(10);
 
 /// The decision as a runner stage: decides each article, counts its outcome, and writes it back
@@ -400,7 +402,7 @@ pub struct Decide<D, O = ()> {
 impl<D: DecisionStage, O: DecisionObserver> Decide<D, O> {
     pub fn new(decider: D, mut observer: O) -> Self {
         if observer.watching() {
-            observer.index_changed(&decider.counts(), Some(decider.disk_bytes()));
+            observer.index_changed(&decider.counts(), Some(decider.disk_usage()));
         }
         Decide {
             decider,
@@ -439,7 +441,7 @@ impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for 
             if self.measured.elapsed() >= DISK_EVERY {
                 self.measured = Instant::now();
                 self.observer
-                    .index_changed(&self.decider.counts(), Some(self.decider.disk_bytes()));
+                    .index_changed(&self.decider.counts(), Some(self.decider.disk_usage()));
             }
         }
         Ok(envelope.output(outcome))

@@ -512,6 +512,25 @@ pub trait ArticleStore {
     }
 }
 
+/// How much disk an index takes and what is left beside it, for the metrics: an index that fills
+/// its volume stops deciding until space is freed ([`IndexError::DiskFull`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskUsage {
+    /// Size of the index directory.
+    pub index_bytes: u64,
+    /// The volume holding it; `None` where the operating system does not say.
+    pub volume: Option<VolumeSpace>,
+}
+
+/// Space on a volume (a file system).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VolumeSpace {
+    /// Bytes an unprivileged process can still write.
+    pub available_bytes: u64,
+    /// Size of the volume.
+    pub total_bytes: u64,
+}
+
 /// A store whose writes can be made durable, and from which one decided article can be taken out
 /// again: what a decision stage that publishes its decisions needs.
 pub trait DurableStore: ArticleStore + Send {
@@ -521,9 +540,9 @@ pub trait DurableStore: ArticleStore + Send {
     fn sync_handle(&self) -> Option<SyncHandle> {
         None
     }
-    /// Size on disk, for the metrics.
-    fn disk_bytes(&self) -> u64 {
-        0
+    /// Size on disk and space left on the volume, for the metrics.
+    fn disk_usage(&self) -> DiskUsage {
+        DiskUsage::default()
     }
     /// Removes `id` if its stored version has `fingerprint`, durably; true if it did.
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;

@@ -13,7 +13,7 @@
 use super::record::{self, InputMessage, OutputRecord, Ticket};
 use crate::article::{InvalidArticle, InvalidReason, ReadRules};
 use crate::fingerprint::Fingerprinter;
-use crate::index::IndexCounts;
+use crate::index::{DiskUsage, IndexCounts};
 use crate::metrics as m;
 use crate::pipeline::{
     self, Decide, DecisionObserver, DecisionStage, Envelope, Outcome, Prepared, SharedCounts,
@@ -168,6 +168,8 @@ struct Exported {
     index_unique: metrics::Gauge,
     index_stream_time: metrics::Gauge,
     index_disk: metrics::Gauge,
+    volume_available: metrics::Gauge,
+    volume_size: metrics::Gauge,
     group_size: metrics::Histogram,
 }
 
@@ -184,6 +186,8 @@ impl Exported {
             index_unique: metrics::gauge!(m::INDEX_UNIQUE),
             index_stream_time: metrics::gauge!(m::INDEX_STREAM_TIME),
             index_disk: metrics::gauge!(m::INDEX_DISK_BYTES),
+            volume_available: metrics::gauge!(m::INDEX_VOLUME_AVAILABLE_BYTES),
+            volume_size: metrics::gauge!(m::INDEX_VOLUME_SIZE_BYTES),
             group_size: metrics::histogram!(m::GROUP_COMMIT_SIZE),
         }
     }
@@ -230,13 +234,17 @@ impl DecisionObserver for Exported {
         self.decide_secs.record(took.as_secs_f64());
     }
 
-    fn index_changed(&mut self, index: &IndexCounts, disk_bytes: Option<u64>) {
+    fn index_changed(&mut self, index: &IndexCounts, disk: Option<DiskUsage>) {
         self.index_articles.set(index.articles as f64);
         self.index_unique.set(index.unique as f64);
         self.index_stream_time
             .set(index.stream_time_ms as f64 / 1000.0);
-        if let Some(bytes) = disk_bytes {
-            self.index_disk.set(bytes as f64);
+        if let Some(disk) = disk {
+            self.index_disk.set(disk.index_bytes as f64);
+            if let Some(volume) = disk.volume {
+                self.volume_available.set(volume.available_bytes as f64);
+                self.volume_size.set(volume.total_bytes as f64);
+            }
         }
     }
 }
@@ -305,7 +313,7 @@ impl Engine {
                 let mut exported = exported;
                 exported.index_changed(
                     &stage.decider().counts(),
-                    Some(stage.decider().disk_bytes()),
+                    Some(stage.decider().disk_usage()),
                 );
             })
             .expect("cannot spawn the decision thread");

@@ -15,6 +15,7 @@ use common::kafka::{
 };
 use common::proxy::CutProxy;
 use common::stream::{check_outputs, corpus_inputs, interleave, malformed};
+use common::volume::SmallVolume;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -195,6 +196,67 @@ fn repeated_kill_9_while_records_arrive_loses_nothing() {
         reader.got.len(),
         coords.len()
     );
+}
+
+/// The index volume fills up mid-stream (a tmpfs of a few MiB, for real): the service stops with
+/// exit status 1 and the disk-full error, which says what to do, having committed only records
+/// whose outputs were published; once the volume is grown, a restart decides the rest: nothing
+/// lost, repeated outputs agree, offsets reach the end. Needs root to mount the volume; elsewhere
+/// it says so and checks nothing.
+#[test]
+fn a_full_index_volume_stops_the_service_and_a_restart_after_it_grows_loses_nothing() {
+    let volume = match SmallVolume::mount(3) {
+        Ok(volume) => volume,
+        Err(why) => {
+            eprintln!("a_full_index_volume: not checked, no volume of its own ({why})");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.create_topics(&TOPICS);
+    let b = broker.bootstrap.clone();
+    let inputs = stream(5000, "f");
+    let coords = produce(&b, "articles.raw", &inputs, None);
+    let index = volume.path().join("index");
+    let log = dir.path().join("service.log");
+    let mut reader = Reader::new(&b, &OUTPUTS);
+
+    let mut service = start_service(&b, &index, &log, &ARGS);
+    let status = service
+        .wait(Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("still running on a full volume; log:\n{}", service.log()));
+    let told = service.log();
+    assert_eq!(status.code(), Some(1), "log:\n{told}");
+    assert!(
+        told.contains("is full") && told.contains("free space on that volume"),
+        "the log names the full volume and what to do:\n{told}"
+    );
+    // Whatever was committed was published first.
+    reader.poll_for(Duration::from_secs(1));
+    let at_failure = committed(&b, "newsdedup", "articles.raw", 2);
+    let published: HashSet<(i32, i64)> = reader.got.iter().map(Output::source).collect();
+    for &(partition, offset) in &coords {
+        if offset < at_failure.get(&partition).copied().unwrap_or(-1) {
+            assert!(
+                published.contains(&(partition, offset)),
+                "offset {offset} of partition {partition} committed ({at_failure:?}) without an output"
+            );
+        }
+    }
+    assert_ne!(
+        at_failure,
+        ends(&coords),
+        "the volume filled before the end"
+    );
+    eprintln!(
+        "stopped on a full volume with {} outputs, committed {at_failure:?}",
+        reader.got.len()
+    );
+
+    volume.resize(256);
+    let service = start_service(&b, &index, &log, &ARGS);
+    check_complete(&b, &mut reader, &inputs, &coords, &service);
 }
 
 /// A member frozen (SIGSTOP) mid-stream past its session, with records done but not committed, loses its

@@ -5,6 +5,7 @@ pub mod kafka;
 pub mod proxy;
 mod repo;
 pub mod stream;
+pub mod volume;
 
 pub use repo::repo_file;
 

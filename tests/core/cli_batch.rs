@@ -495,6 +495,66 @@ fn index_delete_and_revisions_through_batch() {
     );
 }
 
+/// A full index volume, for real (a tmpfs of a few MiB): `batch` stops with the disk-full error,
+/// which says what to do; once the volume is grown the same command resumes, and its output is
+/// what an uninterrupted run writes, over an index that verifies clean. Needs root to mount the
+/// volume; elsewhere it says so and checks nothing.
+#[test]
+fn a_full_index_volume_stops_batch_and_the_same_command_resumes_after_it_grows() {
+    let volume = match common::volume::SmallVolume::mount(3) {
+        Ok(volume) => volume,
+        Err(why) => {
+            eprintln!("a_full_index_volume: not checked, no volume of its own ({why})");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_stream(common::corpus_articles_cycled(
+        "sina_2018_patrick233.jsonl",
+        6000,
+    ));
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let reference = dir.path().join("ref.jsonl");
+    run_batch(&input, &reference, &dir.path().join("ref-index"));
+
+    let index = volume.path().join("index");
+    let output = dir.path().join("out.jsonl");
+    let batch = || {
+        bin()
+            .args(["batch", "--quiet", "--input"])
+            .arg(&input)
+            .arg("--output")
+            .arg(&output)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap()
+    };
+    let full = batch();
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is full") && stderr.contains("free space on that volume"),
+        "the error names the full volume and what to do: {stderr}"
+    );
+    let decided = std::fs::read_to_string(&output).unwrap().lines().count();
+    assert!(
+        decided < lines.len(),
+        "the volume filled up after {decided} lines"
+    );
+
+    volume.resize(256);
+    let resumed = batch();
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    assert_eq!(read_jsonl(&output), read_jsonl(&reference));
+    verify_index(&index);
+}
+
 /// Writes `lines` as JSONL under `dir`.
 fn write_jsonl(dir: &Path, name: &str, lines: &[Value]) -> std::path::PathBuf {
     let path = dir.join(name);

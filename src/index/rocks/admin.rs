@@ -15,7 +15,7 @@ use crate::index::layout::{
     BLOCK_FAMILIES, EXPIRY, IDS, META,
 };
 use crate::index::recent::BandKey;
-use crate::index::{ArticleStore, DurableStore, StoredArticle};
+use crate::index::{ArticleStore, DiskUsage, DurableStore, StoredArticle, VolumeSpace};
 use crate::simhash::Fingerprint;
 use crate::simhash::BLOCKS;
 use crate::time::{format_rfc3339, Bucket, TimeSpan};
@@ -48,8 +48,11 @@ impl DurableStore for RocksIndex {
         Some(RocksIndex::sync_handle(self))
     }
 
-    fn disk_bytes(&self) -> u64 {
-        RocksIndex::disk_bytes(self)
+    fn disk_usage(&self) -> DiskUsage {
+        DiskUsage {
+            index_bytes: self.disk_bytes(),
+            volume: volume_space(&self.dir),
+        }
     }
 
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
@@ -779,6 +782,28 @@ pub(super) fn total_order() -> ReadOptions {
     opts
 }
 
+/// Space on the volume holding `path` (`statvfs`), or `None` if the system call fails.
+// The block counts and sizes are 32-bit on 32-bit targets: the conversions are not useless there.
+#[allow(clippy::useless_conversion)]
+fn volume_space(path: &Path) -> Option<VolumeSpace> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `path` is a NUL-terminated string and `stat` a buffer of the type the call fills;
+    // it is read only after the call reported success.
+    let stat = unsafe {
+        if libc::statvfs(path.as_ptr(), stat.as_mut_ptr()) != 0 {
+            return None;
+        }
+        stat.assume_init()
+    };
+    let fragment = u64::from(stat.f_frsize);
+    Some(VolumeSpace {
+        available_bytes: u64::from(stat.f_bavail).saturating_mul(fragment),
+        total_bytes: u64::from(stat.f_blocks).saturating_mul(fragment),
+    })
+}
+
 fn dir_size(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
@@ -904,6 +929,15 @@ mod tests {
         );
         let in_families: u64 = after.disk_by_family.iter().map(|f| f.bytes).sum();
         assert_eq!(in_families + after.disk_other_bytes, after.disk_bytes);
+
+        // What the metrics read: the same directory size, and the volume it is on.
+        let usage = index.disk_usage();
+        assert_eq!(usage.index_bytes, index.disk_bytes());
+        let volume = usage.volume.expect("statvfs of the index directory");
+        assert!(
+            volume.total_bytes > 0 && volume.available_bytes <= volume.total_bytes,
+            "{volume:?}"
+        );
     }
 
     /// Block and band entries name articles by sequence number; lookups find the ids in `ids`,

@@ -143,10 +143,7 @@ impl BackgroundPace {
 }
 
 fn rocks_err(dir: &Path) -> impl Fn(rocksdb::Error) -> IndexError + '_ {
-    move |source| IndexError::Storage {
-        dir: dir.to_owned(),
-        message: source.into_string(),
-    }
+    move |source| IndexError::storage(dir, source.into_string())
 }
 
 impl RocksIndex {
@@ -205,10 +202,7 @@ impl RocksIndex {
     /// Opens without checking the fingerprint identity (for `index stats` / `index verify`).
     /// Fails with `FormatMismatch` if the index was written in another layout version.
     pub fn open_raw(dir: &Path, config: &IndexConfig) -> Result<RocksIndex, IndexError> {
-        std::fs::create_dir_all(dir).map_err(|source| IndexError::Io {
-            dir: dir.to_owned(),
-            source,
-        })?;
+        std::fs::create_dir_all(dir).map_err(|source| IndexError::io(dir, source))?;
         Self::refuse_older_layout(dir)?;
         let cache = Cache::new_lru_cache(config.block_cache_mib.max(8) << 20);
 
@@ -307,10 +301,7 @@ impl RocksIndex {
                     dir: dir.to_owned(),
                 }
             } else {
-                IndexError::Storage {
-                    dir: dir.to_owned(),
-                    message: msg,
-                }
+                IndexError::storage(dir, msg)
             }
         })?;
         let mut write_opts = WriteOptions::default();

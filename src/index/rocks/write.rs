@@ -183,10 +183,7 @@ impl RocksIndex {
                 background_thread_priority();
                 write_table(&opts, &path, &table, banded_below)
             })
-            .map_err(|source| IndexError::Io {
-                dir: self.dir.clone(),
-                source,
-            })?;
+            .map_err(|source| IndexError::io(&self.dir, source))?;
         *slot = Some(thread);
         Ok(())
     }
