@@ -1,7 +1,8 @@
 //! `newsdedup run` while things go wrong under it, records still arriving: the broker cut off
 //! several times (a TCP proxy in front of Tansu closes every connection and refuses new ones for
-//! seconds), the service killed with SIGKILL several times, and a member frozen past its session
-//! (its assignment lost to another member while it had done but uncommitted work).
+//! seconds), the service killed with SIGKILL several times, a member frozen past its session (its
+//! assignment lost to another member while it had done but uncommitted work), and the index's
+//! volume filling up.
 //!
 //! What each test checks is the pipeline's promise: every input record (by its source
 //! coordinates) has an output, repeated outputs of a record agree, and the committed offsets reach
