@@ -5,7 +5,7 @@ use crate::common;
 
 use serde_json::{json, Value};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn bin() -> Command {
@@ -273,20 +273,26 @@ fn stdin_to_stdout_and_a_locked_index() {
     assert_eq!(v["dedup"]["decision"], "unique");
 }
 
-#[test]
-fn kill_mid_run_then_resume_gives_identical_decisions_and_a_consistent_index() {
-    let dir = tempfile::tempdir().unwrap();
-    // Without the corpus: the sample's stories over and over (later rounds are duplicates).
+/// 6,000 articles with planted reposts written to `dir/in.jsonl` (without the corpus: the
+/// sample's stories over and over, later rounds duplicates), and the output of one uninterrupted
+/// `batch` over them (`dir/ref.jsonl`): what an interrupted run must end up writing. Also the
+/// input lines.
+fn stream_with_reference(dir: &Path) -> (PathBuf, PathBuf, Vec<String>) {
     let lines = corpus_stream(common::corpus_articles_cycled(
         "sina_2018_patrick233.jsonl",
         6000,
     ));
-    let input_path = dir.path().join("in.jsonl");
-    std::fs::write(&input_path, lines.join("\n") + "\n").unwrap();
+    let input = dir.join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let reference = dir.join("ref.jsonl");
+    run_batch(&input, &reference, &dir.join("ref-index"));
+    (input, reference, lines)
+}
 
-    // Reference: one uninterrupted run.
-    let reference = dir.path().join("ref.jsonl");
-    run_batch(&input_path, &reference, &dir.path().join("ref-index"));
+#[test]
+fn kill_mid_run_then_resume_gives_identical_decisions_and_a_consistent_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input_path, reference, lines) = stream_with_reference(dir.path());
 
     // Killed run: SIGKILL after some of the input is decided.
     let index = dir.path().join("index");
@@ -509,14 +515,7 @@ fn a_full_index_volume_stops_batch_and_the_same_command_resumes_after_it_grows()
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    let lines = corpus_stream(common::corpus_articles_cycled(
-        "sina_2018_patrick233.jsonl",
-        6000,
-    ));
-    let input = dir.path().join("in.jsonl");
-    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
-    let reference = dir.path().join("ref.jsonl");
-    run_batch(&input, &reference, &dir.path().join("ref-index"));
+    let (input, reference, lines) = stream_with_reference(dir.path());
 
     let index = volume.path().join("index");
     let output = dir.path().join("out.jsonl");
