@@ -4,6 +4,7 @@
 //! Every name starts with `newsdedup_`. The library only records through the `metrics` macros, so
 //! without an installed recorder (tests, `batch`) recording is a no-op.
 
+use crate::index::DiskUsage;
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::collections::VecDeque;
@@ -289,6 +290,15 @@ fn describe() {
         Unit::Bytes,
         "Size of the volume holding the index directory."
     );
+}
+
+/// Exports a measurement of the index's disk use (`run` and `standby`).
+pub fn record_disk_usage(disk: &DiskUsage) {
+    metrics::gauge!(INDEX_DISK_BYTES).set(disk.index_bytes as f64);
+    if let Some(volume) = disk.volume {
+        metrics::gauge!(INDEX_VOLUME_AVAILABLE_BYTES).set(volume.available_bytes as f64);
+        metrics::gauge!(INDEX_VOLUME_SIZE_BYTES).set(volume.total_bytes as f64);
+    }
 }
 
 /// A health answer: HTTP status code and JSON body.

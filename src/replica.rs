@@ -8,6 +8,7 @@ use crate::article::{ReadRules, DEFAULT_MAX_ARTICLE_BYTES};
 use crate::components::Components;
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
+use crate::index::rocks::disk_usage_of;
 use crate::index::RocksIndex;
 use crate::index::{ArticleStore, StoredArticle};
 use crate::kafka::follow::Follower;
@@ -255,8 +256,8 @@ pub struct StandbyStatus {
     pub failed: AtomicBool,
 }
 
-/// Follows the output topics until `stop` is set, keeping `index` current; measures the lag every
-/// `lag_every`.
+/// Follows the output topics until `stop` is set, keeping `index` current; measures the lag, and
+/// the index's disk use, every `lag_every`.
 pub fn follow(
     index: &mut RocksIndex,
     fingerprinter: &Fingerprinter,
@@ -285,6 +286,7 @@ pub fn follow(
     );
     let mut follower = Follower::start(&source.properties, &source.topics, &positions, "standby")?;
     let mut last_lag = Instant::now() - lag_every;
+    let dir = index.dir().to_owned();
     let applied = metrics::counter!(m::STANDBY_RECORDS);
     let next = move || -> io::Result<Option<SourceRecord>> {
         loop {
@@ -305,6 +307,7 @@ pub fn follow(
                     }
                     Err(e) => tracing::warn!("standby: cannot measure the lag: {e:#}"),
                 }
+                m::record_disk_usage(&disk_usage_of(&dir));
             }
             if let Some(record) = follower.poll(Duration::from_millis(200)) {
                 return Ok(Some(record));

@@ -167,9 +167,6 @@ struct Exported {
     index_articles: metrics::Gauge,
     index_unique: metrics::Gauge,
     index_stream_time: metrics::Gauge,
-    index_disk: metrics::Gauge,
-    volume_available: metrics::Gauge,
-    volume_size: metrics::Gauge,
     group_size: metrics::Histogram,
 }
 
@@ -185,9 +182,6 @@ impl Exported {
             index_articles: metrics::gauge!(m::INDEX_ARTICLES),
             index_unique: metrics::gauge!(m::INDEX_UNIQUE),
             index_stream_time: metrics::gauge!(m::INDEX_STREAM_TIME),
-            index_disk: metrics::gauge!(m::INDEX_DISK_BYTES),
-            volume_available: metrics::gauge!(m::INDEX_VOLUME_AVAILABLE_BYTES),
-            volume_size: metrics::gauge!(m::INDEX_VOLUME_SIZE_BYTES),
             group_size: metrics::histogram!(m::GROUP_COMMIT_SIZE),
         }
     }
@@ -240,11 +234,7 @@ impl DecisionObserver for Exported {
         self.index_stream_time
             .set(index.stream_time_ms as f64 / 1000.0);
         if let Some(disk) = disk {
-            self.index_disk.set(disk.index_bytes as f64);
-            if let Some(volume) = disk.volume {
-                self.volume_available.set(volume.available_bytes as f64);
-                self.volume_size.set(volume.total_bytes as f64);
-            }
+            m::record_disk_usage(&disk);
         }
     }
 }

@@ -295,6 +295,16 @@ fn a_standby_takes_over_after_kill_9_with_the_uninterrupted_decisions() {
         "{metrics}"
     );
     assert!(common::kafka::metric(&metrics, "newsdedup_standby_records_total") > 0.0);
+    // Its index's disk use and the space on its volume, as the service exports them.
+    for name in [
+        "newsdedup_index_disk_bytes",
+        "newsdedup_index_volume_size_bytes",
+    ] {
+        assert!(
+            common::kafka::metric(&metrics, name) > 0.0,
+            "{name}: {metrics}"
+        );
+    }
 
     // The standby survives its own kill -9: it resumes at the positions its index stored, so
     // it reads nothing again.

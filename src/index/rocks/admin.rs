@@ -49,10 +49,7 @@ impl DurableStore for RocksIndex {
     }
 
     fn disk_usage(&self) -> DiskUsage {
-        DiskUsage {
-            index_bytes: self.disk_bytes(),
-            volume: volume_space(&self.dir),
-        }
+        disk_usage_of(&self.dir)
     }
 
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
@@ -780,6 +777,15 @@ pub(super) fn total_order() -> ReadOptions {
     let mut opts = ReadOptions::default();
     opts.set_total_order_seek(true);
     opts
+}
+
+/// The disk use of the index directory `dir` and the space on its volume, measured without the
+/// index (a thread that does not own it can watch it).
+pub fn disk_usage_of(dir: &Path) -> DiskUsage {
+    DiskUsage {
+        index_bytes: dir_size(dir),
+        volume: volume_space(dir),
+    }
 }
 
 /// Space on the volume holding `path` (`statvfs`), or `None` if the system call fails.

@@ -17,7 +17,9 @@ mod positions;
 mod read;
 mod write;
 
-pub use admin::{AgeStats, BandStats, FamilyStats, IndexStats, SyncHandle, VerifyReport};
+pub use admin::{
+    disk_usage_of, AgeStats, BandStats, FamilyStats, IndexStats, SyncHandle, VerifyReport,
+};
 pub use read::CROWDED_LOOKUPS;
 pub use write::{BUCKET_WRITE_BACKS, EXPIRED_ARTICLES, EXPIRE_BATCH};
 
