@@ -50,8 +50,12 @@ impl BatchSummary {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BatchError {
-    #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    #[error("cannot read the input")]
+    Input(#[source] io::Error),
+    /// Writing the output failed (a full volume, say); the index holds the decisions, so a
+    /// re-run writes the whole output again.
+    #[error("cannot write the output")]
+    Output(#[source] io::Error),
     #[error(transparent)]
     Index(#[from] IndexError),
     #[error("{0}")]
@@ -62,7 +66,8 @@ impl From<RunError<IndexError>> for BatchError {
     fn from(e: RunError<IndexError>) -> Self {
         match e {
             RunError::Stage(e) => BatchError::Index(e),
-            RunError::Sink(e) | RunError::Source(e) => BatchError::Io(e),
+            RunError::Sink(e) => BatchError::Output(e),
+            RunError::Source(e) => BatchError::Input(e),
             RunError::Failed(why) => BatchError::Stopped(why),
         }
     }
@@ -230,7 +235,7 @@ pub fn run_batch<D: DecisionStage>(
         },
         &runner::Options::file(opts.threads),
     )?;
-    output.flush()?;
+    output.flush().map_err(BatchError::Output)?;
     summary.outcomes = counts.snapshot();
     summary.elapsed = start.elapsed();
     Ok((summary, stage.into_decider()))

@@ -72,12 +72,10 @@ pub enum IndexError {
     /// The storage engine's process-wide environment (its background threads) refused a setting.
     #[error("storage engine environment: {0}")]
     Environment(String),
-    #[error("I/O error on {dir}: {source}")]
-    Io {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The error is told in the message, not chained as its source: printed with its causes it
+    /// would be told twice.
+    #[error("I/O error on {dir}: {error}")]
+    Io { dir: PathBuf, error: std::io::Error },
 }
 
 /// What the operating system says when a volume is full (`ENOSPC`), as the storage engine quotes
@@ -106,7 +104,7 @@ impl IndexError {
                 message: source.to_string(),
             }
         } else {
-            IndexError::Io { dir, source }
+            IndexError::Io { dir, error: source }
         }
     }
 }

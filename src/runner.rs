@@ -776,7 +776,7 @@ mod tests {
             if Some(item) == self.fail_at {
                 return Err(IndexError::Io {
                     dir: "/test".into(),
-                    source: io::Error::other("planted"),
+                    error: io::Error::other("planted"),
                 });
             }
             self.seen.push(item);

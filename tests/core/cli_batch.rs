@@ -503,14 +503,15 @@ fn index_delete_and_revisions_through_batch() {
 
 /// A full index volume, for real (a tmpfs of a few MiB): `batch` stops with the disk-full error,
 /// which says what to do; once the volume is grown the same command resumes, and its output is
-/// what an uninterrupted run writes, over an index that verifies clean. Needs root to mount the
+/// what an uninterrupted run writes, over an index that verifies clean. The same with the
+/// output's volume full. Needs root to mount the
 /// volume; elsewhere it says so and checks nothing.
 #[test]
-fn a_full_index_volume_stops_batch_and_the_same_command_resumes_after_it_grows() {
+fn a_full_volume_stops_batch_and_the_same_command_resumes_after_it_grows() {
     let volume = match common::volume::SmallVolume::mount(3) {
         Ok(volume) => volume,
         Err(why) => {
-            eprintln!("a_full_index_volume: not checked, no volume of its own ({why})");
+            eprintln!("a_full_volume: not checked, no volume of its own ({why})");
             return;
         }
     };
@@ -552,6 +553,38 @@ fn a_full_index_volume_stops_batch_and_the_same_command_resumes_after_it_grows()
     );
     assert_eq!(read_jsonl(&output), read_jsonl(&reference));
     verify_index(&index);
+
+    // The output's volume full instead: the error says which side failed, and a re-run writes
+    // the whole output again from the index's decisions.
+    let small = common::volume::SmallVolume::mount(1).expect("a second volume");
+    let index = dir.path().join("index-2");
+    let output = small.path().join("out.jsonl");
+    let run = || {
+        bin()
+            .args(["batch", "--quiet", "--input"])
+            .arg(&input)
+            .arg("--output")
+            .arg(&output)
+            .arg("--index-dir")
+            .arg(&index)
+            .output()
+            .unwrap()
+    };
+    let full = run();
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot write the output: No space left on device"),
+        "{stderr}"
+    );
+    small.resize(256);
+    let rerun = run();
+    assert!(
+        rerun.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    assert_eq!(read_jsonl(&output), read_jsonl(&reference));
 }
 
 /// Writes `lines` as JSONL under `dir`.

@@ -207,7 +207,7 @@ impl DecisionStage for FailAfter {
         if self.ok == 0 {
             return Err(IndexError::Io {
                 dir: "/injected".into(),
-                source: std::io::Error::other("injected write failure"),
+                error: std::io::Error::other("injected write failure"),
             });
         }
         self.ok -= 1;
