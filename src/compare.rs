@@ -21,11 +21,12 @@ pub struct CompareInput {
 
 /// Which side of a comparison had nothing to fingerprint.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{id}: {source}")]
+// The cause is in the message, not chained as a source: printed with its causes it would be told
+// twice.
+#[error("{id}: {error}")]
 pub struct CompareError {
     pub id: String,
-    #[source]
-    pub source: NoFeatures,
+    pub error: NoFeatures,
 }
 
 /// A feature as JSON (`word`, `weight`, `tf`, `in_title`), weights rounded to 0.001.
@@ -50,9 +51,9 @@ pub fn compare(
 ) -> Result<Value, CompareError> {
     let analyze = |x: &CompareInput| {
         fp.analyze(&x.title, &x.content)
-            .map_err(|source| CompareError {
+            .map_err(|error| CompareError {
                 id: x.id.clone(),
-                source,
+                error,
             })
     };
     let (fa, feats_a) = analyze(a)?;
@@ -276,7 +277,7 @@ pub fn score_pair(
 ) -> Result<PairScores, CompareError> {
     let refused = |x: &CompareInput| {
         let id = x.id.clone();
-        move |source| CompareError { id, source }
+        move |error| CompareError { id, error }
     };
     let (fa, outline) = fp
         .fingerprint_outlined(&a.title, &a.content)

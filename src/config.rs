@@ -144,11 +144,12 @@ fn defaults() -> ServiceConfig {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    // The cause is in the message, not chained as a source: printed with its causes it would be
+    // told twice.
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// Says where and what, never the offending text (a line may hold a password).
     #[error("invalid config file {path}{}: {message}", line.map(|l| format!(", line {l}")).unwrap_or_default())]
@@ -163,7 +164,7 @@ impl Config {
     pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         toml::from_str(&text).map_err(|e| ConfigError::Parse {
             path: path.to_owned(),

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 /// Errors from building a fingerprinter (loading dictionaries, stop words, IDF tables).
 #[derive(Debug, thiserror::Error)]
 pub enum ResourceError {
-    #[error("cannot read {what} file {path}: {source}")]
+    // The cause is in the message, not chained as a source: printed with its causes it would be
+    // told twice.
+    #[error("cannot read {what} file {path}: {error}")]
     Read {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("invalid {what} ({origin}): {message}")]
     Invalid {
@@ -72,8 +73,8 @@ pub enum IndexError {
     /// The storage engine's process-wide environment (its background threads) refused a setting.
     #[error("storage engine environment: {0}")]
     Environment(String),
-    /// The error is told in the message, not chained as its source: printed with its causes it
-    /// would be told twice.
+    // The cause is in the message, not chained as a source: printed with its causes it would be
+    // told twice.
     #[error("I/O error on {dir}: {error}")]
     Io { dir: PathBuf, error: std::io::Error },
 }

@@ -343,7 +343,7 @@ fn read_resource(
             .map_err(|source| ResourceError::Read {
                 what,
                 path: p.clone(),
-                source,
+                error: source,
             }),
     }
 }

@@ -62,11 +62,12 @@ const GROUP_BUCKETS: [f64; 9] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 
 pub enum MetricsError {
     #[error("cannot install the metrics recorder: {0}")]
     Install(String),
-    #[error("cannot listen on {addr} for /metrics and /health: {source}")]
+    // The cause is in the message, not chained as a source: printed with its causes it would be
+    // told twice.
+    #[error("cannot listen on {addr} for /metrics and /health: {error}")]
     Bind {
         addr: SocketAddr,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -322,7 +323,10 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, MetricsError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| MetricsError::Bind { addr, source })
+        .map_err(|source| MetricsError::Bind {
+            addr,
+            error: source,
+        })
 }
 
 /// The three endpoints.

@@ -297,8 +297,10 @@ pub enum RestoreRunError {
     Identity(RestoreError),
     #[error(transparent)]
     Index(#[from] IndexError),
+    // The cause is in the message, not chained as a source: printed with its causes it would be
+    // told twice.
     #[error("reading the records: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
 }
 
 /// Which restored records have their fingerprint recomputed and checked. Every record of one run

@@ -31,8 +31,10 @@ pub use report::{Header, Pair, Report};
 /// Errors of the audit.
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {
+    // The cause is in the message, not chained as a source: printed with its causes it would be
+    // told twice.
     #[error("cannot read the input: {0}")]
-    Read(#[source] std::io::Error),
+    Read(std::io::Error),
     #[error(transparent)]
     BadTime(#[from] crate::time::BadTime),
 }

@@ -938,3 +938,33 @@ fn inputs_and_outputs_validate_against_the_schemas() {
         1
     );
 }
+
+/// An error names its cause once: printed with its chain of causes, a message that already holds
+/// its cause must not also chain it (it did: `...: No such file or directory (os error 2): No such
+/// file or directory (os error 2)`).
+#[test]
+fn an_error_tells_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing_config = bin()
+        .args(["batch", "--config", "/nonexistent/newsdedup.toml"])
+        .args(["--input", "-", "--output", "-", "--index-dir"])
+        .arg(dir.path().join("index"))
+        .output()
+        .unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy_port = bin()
+        .args(["run", "--metrics-addr"])
+        .arg(taken.local_addr().unwrap().to_string())
+        .arg("--index-dir")
+        .arg(dir.path().join("index"))
+        .output()
+        .unwrap();
+    for (out, cause) in [
+        (missing_config, "No such file or directory"),
+        (busy_port, "Address already in use"),
+    ] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert_eq!(stderr.matches(cause).count(), 1, "{stderr}");
+    }
+}
