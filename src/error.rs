@@ -53,7 +53,14 @@ pub enum IndexError {
         stored: String,
         current: String,
     },
-    #[error("index at {dir} is corrupt: {message}")]
+    /// The index's families disagree, or the storage engine found damaged data (a checksum
+    /// mismatch): running again does not help, the index must be rebuilt.
+    #[error(
+        "index at {dir} is corrupt: {message}. It cannot be used as it is: stop every process \
+         using it, see what is wrong with `newsdedup index verify --index-dir {dir}`, then rebuild \
+         it from the output topics into a new directory (`newsdedup index rebuild`; \
+         docs/OPERATIONS.md, \"Lost the index disk\"), or fail over to a standby"
+    )]
     Corrupt { dir: PathBuf, message: String },
     /// An error of the storage engine (RocksDB), as its message: the index interface does not
     /// name the engine's types.
@@ -82,14 +89,19 @@ pub enum IndexError {
 /// What the operating system says when a volume is full (`ENOSPC`), as the storage engine quotes
 /// it in its error messages.
 const NO_SPACE_MESSAGE: &str = "No space left on device";
+/// How the storage engine's messages about damaged data begin (RocksDB's `Status::Corruption`).
+const CORRUPTION_PREFIX: &str = "Corruption:";
 
 impl IndexError {
     /// An error of the storage engine on `dir`, from its message: [`IndexError::DiskFull`] when
-    /// the volume is full, else [`IndexError::Storage`].
+    /// the volume is full, [`IndexError::Corrupt`] for damaged data, else
+    /// [`IndexError::Storage`].
     pub fn storage(dir: &std::path::Path, message: String) -> IndexError {
         let dir = dir.to_owned();
         if message.contains(NO_SPACE_MESSAGE) {
             IndexError::DiskFull { dir, message }
+        } else if message.starts_with(CORRUPTION_PREFIX) {
+            IndexError::Corrupt { dir, message }
         } else {
             IndexError::Storage { dir, message }
         }
@@ -116,7 +128,7 @@ mod tests {
     use std::path::Path;
 
     #[test]
-    fn a_full_volume_is_told_apart_and_says_what_to_do() {
+    fn a_full_volume_and_damaged_data_are_told_apart_and_say_what_to_do() {
         let dir = Path::new("/var/lib/newsdedup/index");
         // RocksDB's message for a WAL append on a full volume.
         let full = IndexError::storage(
@@ -129,7 +141,13 @@ mod tests {
         assert!(told.contains("free space on that volume"), "{told}");
         assert!(told.contains("Nothing decided is lost"), "{told}");
 
-        let other = IndexError::storage(dir, "Corruption: bad block".to_owned());
+        let damaged = IndexError::storage(
+            dir,
+            "Corruption: block checksum mismatch in /var/lib/newsdedup/index/000008.sst".to_owned(),
+        );
+        assert!(matches!(damaged, IndexError::Corrupt { .. }), "{damaged:?}");
+        assert!(damaged.to_string().contains("index rebuild"), "{damaged}");
+        let other = IndexError::storage(dir, "IO error: Permission denied".to_owned());
         assert!(matches!(other, IndexError::Storage { .. }), "{other:?}");
 
         let io_full = IndexError::io(dir, std::io::Error::from_raw_os_error(libc::ENOSPC));

@@ -718,7 +718,7 @@ fn cmd_batch(
     let deduper = components.deduper(index);
     let mut out = open_output(output)?;
     let (summary, _deduper) = batch::run_batch(open_input(Some(input))?, corrections, &mut out, &fp, deduper, opts)
-        .with_context(|| format!("batch over {} failed; the index in {} holds every decision written so far, so re-running the same command resumes with identical decisions", input.display(), index_dir.display()))?;
+        .with_context(|| format!("batch over {} failed; the index in {} keeps every decision written before the failure, so once the cause below is fixed the same command resumes with identical decisions", input.display(), index_dir.display()))?;
     eprintln!("batch: done: {}", summary.to_json());
     Ok(())
 }

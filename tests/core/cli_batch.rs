@@ -968,3 +968,46 @@ fn an_error_tells_its_cause_once() {
         assert_eq!(stderr.matches(cause).count(), 1, "{stderr}");
     }
 }
+
+/// Damaged data, for real: bytes of the index's write-ahead log overwritten after a run (what a
+/// failing disk does). RocksDB recovers up to the damage and drops the rest, but the band file
+/// written at the close still names the dropped articles: the next run must stop and say that
+/// the index is corrupt and how to rebuild it, not promise that running again helps.
+#[test]
+fn a_damaged_index_says_it_must_be_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines = corpus_stream(common::corpus_articles_cycled(
+        "sina_2018_patrick233.jsonl",
+        3000,
+    ));
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let index = dir.path().join("index");
+    run_batch(&input, &dir.path().join("out.jsonl"), &index);
+
+    let wal = std::fs::read_dir(&index)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("a write-ahead log");
+    let mut bytes = std::fs::read(&wal).unwrap();
+    assert!(bytes.len() > 64 * 1024, "{} bytes of WAL", bytes.len());
+    bytes[16 * 1024..16 * 1024 + 64].fill(0xff);
+    std::fs::write(&wal, bytes).unwrap();
+
+    let again = bin()
+        .args(["batch", "--quiet", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(dir.path().join("again.jsonl"))
+        .arg("--index-dir")
+        .arg(&index)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("is corrupt") && stderr.contains("newsdedup index rebuild"),
+        "{stderr}"
+    );
+}

@@ -218,6 +218,11 @@ impl RocksIndex {
                 message: "the thread writing the recent band entries to a file panicked".to_owned(),
             })?
             .map_err(&err)?;
+        // The file names articles by sequence number: each of them must be durable before the
+        // file is, or a power loss that takes the WAL's unsynced tail would leave band entries
+        // naming articles that are gone (and lookups refuse such an index as corrupt). Once per
+        // file, every ~22,000 articles.
+        self.sync()?;
         let path = self.dir.join(RECENT_FILE);
         let mut opts = IngestExternalFileOptions::default();
         opts.set_move_files(true);
