@@ -999,6 +999,12 @@ fn cmd_index_stats(
         "disk:             {} bytes ({:.0} bytes/article)",
         stats.disk_bytes, stats.bytes_per_article
     );
+    if let (Some(available), Some(size)) = (stats.volume_available_bytes, stats.volume_size_bytes) {
+        println!(
+            "volume:           {available} bytes free of {size} ({:.1}%)",
+            available as f64 * 100.0 / size.max(1) as f64
+        );
+    }
     let per_article = |bytes: u64| bytes as f64 / stats.articles.max(1) as f64;
     let by_family: Vec<String> = stats
         .disk_by_family

@@ -237,6 +237,14 @@ fn batch_decides_every_line_in_order_and_reports_bad_input() {
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("disk by family:   block0 "), "{text}");
     assert!(text.contains(" articles "), "{text}");
+    // The volume it is on: what a full-volume alert sends the operator to look at.
+    let available = stats["volume_available_bytes"].as_u64().unwrap();
+    let size = stats["volume_size_bytes"].as_u64().unwrap();
+    assert!(0 < size && available <= size, "{available} of {size}");
+    assert!(
+        text.contains("volume:           ") && text.contains(&format!(" bytes free of {size} (")),
+        "{text}"
+    );
     verify_index(&index);
 }
 

@@ -118,6 +118,10 @@ pub struct IndexStats {
     /// The rest of `disk_bytes`: the write-ahead log (writes not yet flushed to SST files), the
     /// manifest, options and RocksDB's info logs.
     pub disk_other_bytes: u64,
+    /// Space left on the volume holding the index directory, and its size (absent where the
+    /// system does not say): when none is left, writing stops.
+    pub volume_available_bytes: Option<u64>,
+    pub volume_size_bytes: Option<u64>,
     pub identity_digest: String,
     /// The four block families.
     pub families: Vec<FamilyStats>,
@@ -313,7 +317,10 @@ impl RocksIndex {
         }
         let bands = self.band_stats(top)?;
         let age = self.age_stats(retention.or(self.retention))?;
-        let disk_bytes = self.disk_bytes();
+        let DiskUsage {
+            index_bytes: disk_bytes,
+            volume,
+        } = disk_usage_of(&self.dir);
         let disk_by_family = self.disk_by_family()?;
         let in_families: u64 = disk_by_family.iter().map(|f| f.bytes).sum();
         let identity_digest = self
@@ -332,6 +339,8 @@ impl RocksIndex {
                 0.0
             },
             disk_other_bytes: disk_bytes.saturating_sub(in_families),
+            volume_available_bytes: volume.map(|v| v.available_bytes),
+            volume_size_bytes: volume.map(|v| v.total_bytes),
             disk_by_family,
             identity_digest,
             families,
