@@ -195,21 +195,24 @@ pub fn malformed_records() -> Vec<(Vec<u8>, &'static str)> {
     ]
 }
 
-/// `newsdedup batch` over `input` into `index`; the output records.
-pub fn run_batch(input: &Path, output: &Path, index: &Path) -> Vec<Value> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_newsdedup"))
-        .args([
-            "batch",
-            "--quiet",
-            "--max-article-bytes",
-            "200000",
-            "--input",
-        ])
+/// `newsdedup batch --input INPUT --output OUTPUT --index-dir INDEX`, to add options to and run.
+pub fn batch_command(input: &Path, output: &Path, index: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_newsdedup"));
+    command
+        .arg("batch")
+        .arg("--input")
         .arg(input)
         .arg("--output")
         .arg(output)
         .arg("--index-dir")
-        .arg(index)
+        .arg(index);
+    command
+}
+
+/// `newsdedup batch` over `input` into `index`; the output records.
+pub fn run_batch(input: &Path, output: &Path, index: &Path) -> Vec<Value> {
+    let out = batch_command(input, output, index)
+        .args(["--quiet", "--max-article-bytes", "200000"])
         .output()
         .expect("batch");
     assert!(

@@ -13,15 +13,7 @@ fn bin() -> Command {
 }
 
 fn run_batch(input: &Path, output: &Path, index: &Path) -> std::process::Output {
-    let out = bin()
-        .args(["batch", "--input"])
-        .arg(input)
-        .arg("--output")
-        .arg(output)
-        .arg("--index-dir")
-        .arg(index)
-        .output()
-        .unwrap();
+    let out = try_batch(input, output, index);
     assert!(
         out.status.success(),
         "batch failed: {}",
@@ -528,38 +520,15 @@ fn a_full_volume_stops_batch_and_the_same_command_resumes_after_it_grows() {
 
     let index = volume.path().join("index");
     let output = dir.path().join("out.jsonl");
-    let batch = || {
-        bin()
-            .args(["batch", "--quiet", "--input"])
-            .arg(&input)
-            .arg("--output")
-            .arg(&output)
-            .arg("--index-dir")
-            .arg(&index)
-            .output()
-            .unwrap()
-    };
-    let full = batch();
-    let stderr = String::from_utf8_lossy(&full.stderr);
-    assert_eq!(full.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("is full") && stderr.contains("free space on that volume"),
-        "the error names the full volume and what to do: {stderr}"
-    );
+    let full = try_batch(&input, &output, &index);
+    assert_failed_with(&full, &["is full", "free space on that volume"]);
     let decided = std::fs::read_to_string(&output).unwrap().lines().count();
     assert!(
         decided < lines.len(),
         "the volume filled up after {decided} lines"
     );
-
     volume.resize(256);
-    let resumed = batch();
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
-    assert_eq!(read_jsonl(&output), read_jsonl(&reference));
+    assert_resumes(&input, &output, &index, &reference);
     verify_index(&index);
 
     // The output's volume full instead: the error says which side failed, and a re-run writes
@@ -567,32 +536,37 @@ fn a_full_volume_stops_batch_and_the_same_command_resumes_after_it_grows() {
     let small = common::volume::SmallVolume::mount(1).expect("a second volume");
     let index = dir.path().join("index-2");
     let output = small.path().join("out.jsonl");
-    let run = || {
-        bin()
-            .args(["batch", "--quiet", "--input"])
-            .arg(&input)
-            .arg("--output")
-            .arg(&output)
-            .arg("--index-dir")
-            .arg(&index)
-            .output()
-            .unwrap()
-    };
-    let full = run();
-    let stderr = String::from_utf8_lossy(&full.stderr);
-    assert_eq!(full.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("cannot write the output: No space left on device"),
-        "{stderr}"
-    );
+    let full = try_batch(&input, &output, &index);
+    assert_failed_with(&full, &["cannot write the output: No space left on device"]);
     small.resize(256);
-    let rerun = run();
+    assert_resumes(&input, &output, &index, &reference);
+}
+
+/// `newsdedup batch` over `input`, whatever its outcome.
+fn try_batch(input: &Path, output: &Path, index: &Path) -> std::process::Output {
+    common::batch_command(input, output, index)
+        .output()
+        .unwrap()
+}
+
+/// `out` failed with exit status 1, its error holding each of `told`.
+fn assert_failed_with(out: &std::process::Output, told: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    for part in told {
+        assert!(stderr.contains(part), "no {part:?} in: {stderr}");
+    }
+}
+
+/// The same `batch` again succeeds and writes what the uninterrupted run wrote (`reference`).
+fn assert_resumes(input: &Path, output: &Path, index: &Path, reference: &Path) {
+    let again = try_batch(input, output, index);
     assert!(
-        rerun.status.success(),
+        again.status.success(),
         "{}",
-        String::from_utf8_lossy(&rerun.stderr)
+        String::from_utf8_lossy(&again.stderr)
     );
-    assert_eq!(read_jsonl(&output), read_jsonl(&reference));
+    assert_eq!(read_jsonl(output), read_jsonl(reference));
 }
 
 /// Writes `lines` as JSONL under `dir`.
@@ -1003,19 +977,6 @@ fn a_damaged_index_says_it_must_be_rebuilt() {
     bytes[16 * 1024..16 * 1024 + 64].fill(0xff);
     std::fs::write(&wal, bytes).unwrap();
 
-    let again = bin()
-        .args(["batch", "--quiet", "--input"])
-        .arg(&input)
-        .arg("--output")
-        .arg(dir.path().join("again.jsonl"))
-        .arg("--index-dir")
-        .arg(&index)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&again.stderr);
-    assert_eq!(again.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("is corrupt") && stderr.contains("newsdedup index rebuild"),
-        "{stderr}"
-    );
+    let again = try_batch(&input, &dir.path().join("again.jsonl"), &index);
+    assert_failed_with(&again, &["is corrupt", "newsdedup index rebuild"]);
 }
