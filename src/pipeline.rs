@@ -388,7 +388,7 @@ impl DecisionObserver for () {
 }
 
 /// How often the index's disk use is measured while deciding.
-const DISK_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const DISK_EVERY: Duration = Duration::from_secs(10);
 
 /// The decision as a runner stage: decides each article, counts its outcome, and writes it back
 /// through its envelope.

@@ -13,6 +13,7 @@ use crate::index::RocksIndex;
 use crate::index::{ArticleStore, StoredArticle};
 use crate::kafka::follow::Follower;
 use crate::lines::{read_line_limited, Line};
+use crate::pipeline::DISK_EVERY;
 use crate::progress::Progress;
 use crate::restore::{
     apply_rule, restore_all, Apply, RestoreRunError, RestoreSummary, RestoreTarget, Restored,
@@ -256,8 +257,8 @@ pub struct StandbyStatus {
     pub failed: AtomicBool,
 }
 
-/// Follows the output topics until `stop` is set, keeping `index` current; measures the lag, and
-/// the index's disk use, every `lag_every`.
+/// Follows the output topics until `stop` is set, keeping `index` current; measures the lag every
+/// `lag_every`, and the index's disk use as often as `run` does.
 pub fn follow(
     index: &mut RocksIndex,
     fingerprinter: &Fingerprinter,
@@ -286,6 +287,7 @@ pub fn follow(
     );
     let mut follower = Follower::start(&source.properties, &source.topics, &positions, "standby")?;
     let mut last_lag = Instant::now() - lag_every;
+    let mut last_disk = Instant::now() - DISK_EVERY;
     let dir = index.dir().to_owned();
     let applied = metrics::counter!(m::STANDBY_RECORDS);
     let next = move || -> io::Result<Option<SourceRecord>> {
@@ -307,6 +309,10 @@ pub fn follow(
                     }
                     Err(e) => tracing::warn!("standby: cannot measure the lag: {e:#}"),
                 }
+            }
+            // As often as `run` measures it: the size is a walk of the directory.
+            if last_disk.elapsed() >= DISK_EVERY {
+                last_disk = Instant::now();
                 m::record_disk_usage(&disk_usage_of(&dir));
             }
             if let Some(record) = follower.poll(Duration::from_millis(200)) {
