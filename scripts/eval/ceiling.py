@@ -4,7 +4,8 @@
 The engine decides from a 64-bit simhash and a 32-bin sketch of the earlier article. This script
 asks what *any* lexical rule could reach on the readers' labels (scripts/eval/natural/): it
 measures each pair exactly on both full texts (no sketch, no index), trains classifiers on the
-tuning half with those measures, and reports the test half. If a classifier that has seen the
+tuning half with those measures, and reports the test half (without the pairs chosen from the
+engine's links, natural.LINKED_SOURCES). If a classifier that has seen the
 labels and both whole texts cannot reach a target, no rule over a fingerprint of the earlier text
 can either.
 
@@ -265,7 +266,8 @@ def main(argv: list[str]) -> int:
 
     pairs = natural.read_jsonl(args.pairs)
     labels = {rec["pair"]: rec for rec in natural.read_jsonl(args.labels)}
-    pairs = [p for p in pairs if p["pair"] in labels]
+    # Pairs chosen from the engine's own links are left out, as from natural.py's recall.
+    pairs = [p for p in pairs if p["pair"] in labels and p["source"] not in natural.LINKED_SOURCES]
     articles = load_articles(args.corpus, {p["earlier"] for p in pairs} | {p["later"] for p in pairs})
     pairs = [p for p in pairs if p["earlier"] in articles and p["later"] in articles]
     print(f"measuring {len(pairs)} pairs on their whole texts ...", file=sys.stderr)

@@ -4,7 +4,9 @@ Why an independent measure: the corpus already contains natural near-duplicates 
 continuation pages, Sina channel copies), so "flagged but not a generated repost" is not
 automatically a false positive. A flagged pair counts as correct when it is a generated repost
 pair (same family) or when character 5-gram Jaccard >= 0.5 or containment >= 0.8 on the
-whitespace-stripped contents, a measure that shares nothing with jieba/TF-IDF/simhash.
+whitespace-stripped contents, a measure that shares nothing with jieba/TF-IDF/simhash. Where the
+natural benchmark's readers have read the pair (scripts/eval/natural/labels.jsonl), their label
+decides instead: a rewrite under both bars can be one report, a template sibling over them is not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from stream import length_class
 
 JACCARD_MIN = 0.5
 CONTAINMENT_MIN = 0.8
+# Verdicts that count a flagged pair (or a found repost) as right.
+CORRECT = ("family", "read-same", "near-identical")
 _WS = re.compile(r"\s+")
 
 
@@ -119,8 +123,10 @@ def is_templated(t1: str, t2: str) -> str | None:
 class Judge:
     """Knows the stream, the families and how to decide whether a flagged pair is correct."""
 
-    def __init__(self, stream: list[dict], labels: list[dict], cache_size: int = 4096):
+    def __init__(self, stream: list[dict], labels: list[dict], cache_size: int = 4096,
+                 readings: dict[frozenset, str] | None = None):
         self.articles = {a["id"]: a for a in stream}
+        self.readings = readings or {}
         self.position = {a["id"]: i for i, a in enumerate(stream)}
         self.labels = {lab["id"]: lab for lab in labels}
         self._shingles: OrderedDict[str, frozenset[str]] = OrderedDict()
@@ -168,10 +174,37 @@ class Judge:
                 return True
         return False
 
+    def reading(self, x: str, y: str) -> str | None:
+        """The readers' label ('same' / 'different') of the pair, or of the reposts' originals."""
+        for a, b in ((x, y), (self.root(x), self.root(y))):
+            label = self.readings.get(frozenset((a, b)))
+            if label:
+                return label
+        return None
+
     def pair_verdict(self, x: str, y: str | None) -> str:
-        """'family', 'near-identical', 'unknown-match' or 'wrong' for X flagged as duplicate of Y."""
+        """'family', 'read-same', 'read-different', 'near-identical', 'unknown-match' or 'wrong' for
+        X flagged as duplicate of Y."""
         if y is None or y not in self.articles:
             return "unknown-match"
         if self.root(x) == self.root(y):
             return "family"
+        read = self.reading(x, y)
+        if read:
+            return "read-same" if read == "same" else "read-different"
         return "near-identical" if self.near_identical(x, y) else "wrong"
+
+
+def load_readings(path: str) -> dict[frozenset, str]:
+    """The natural benchmark's labels as {frozenset(earlier, later): 'same' | 'different'} (none
+    when the file is absent)."""
+    readings: dict[frozenset, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    rec = json.loads(line)
+                    readings[frozenset(rec["pair"].split("|", 1))] = rec["label"]
+    except FileNotFoundError:
+        pass
+    return readings

@@ -14,7 +14,7 @@ import statistics
 from collections import defaultdict
 
 from edits import EXCERPT_KINDS, EXTENSION_KINDS, KINDS, STRETCH_KINDS
-from judge import CONTAINMENT_MIN, JACCARD_MIN, Judge, Outcome, is_templated, title_skeleton
+from judge import CONTAINMENT_MIN, CORRECT, JACCARD_MIN, Judge, Outcome, is_templated, title_skeleton
 
 MAX_EXAMPLES = 8
 
@@ -71,8 +71,8 @@ def repost_recall(judge: Judge, outcomes: list[Outcome], stretch: bool = False, 
             continue
         out = by_id.get(lab["id"])
         verdict = judge.pair_verdict(lab["id"], out.match_id) if out and out.decision == "duplicate" else None
-        hit = verdict in ("family", "near-identical")
-        wrong_match += int(verdict in ("wrong", "unknown-match"))
+        hit = verdict in CORRECT
+        wrong_match += int(verdict is not None and verdict not in CORRECT)
         d = hamming(fp_of.get(lab["id"]), fp_of.get(lab["original"]))
         kinds = lab["edits"]
         overall.add("all", hit)
@@ -108,7 +108,7 @@ def excerpt_recall(judge: Judge, outcomes: list[Outcome]) -> dict:
             continue
         out = by_id.get(lab["id"])
         hit = bool(out and out.decision == "duplicate"
-                   and judge.pair_verdict(lab["id"], out.match_id) in ("family", "near-identical"))
+                   and judge.pair_verdict(lab["id"], out.match_id) in CORRECT)
         det = lab["details"].get("excerpt", {})
         by_source.add("with source line" if det.get("source_line") else "without source line", hit)
         kept = det.get("kept_frac", 0.0)
@@ -157,7 +157,7 @@ def precision(judge: Judge, outcomes: list[Outcome]) -> dict:
             continue
         verdict = judge.pair_verdict(o.id, o.match_id)
         verdicts[verdict] += 1
-        ok = verdict in ("family", "near-identical")
+        ok = verdict in CORRECT
         overall.add("all", ok)
         by_len.add(judge.length_class(o.id), ok)
         by_type.add("repost" if o.id in judge.labels else "corpus", ok)
@@ -198,7 +198,7 @@ def silver_recall(judge: Judge, outcomes: list[Outcome], silver_path: str | None
                 continue
             later = by_id[a if judge.position[a] > judge.position[b] else b]
             ok = (later.decision == "duplicate"
-                  and judge.pair_verdict(later.id, later.match_id) in ("family", "near-identical"))
+                  and judge.pair_verdict(later.id, later.match_id) in CORRECT)
             bands.add(_silver_band(pair), ok)
     order = ["exact", "J>=0.9", "0.5<=J<0.9", "containment>=0.8 (J<0.5)", "0.3<=J<0.5 (mixed)",
              "J<0.3 (mostly different)"]

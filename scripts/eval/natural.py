@@ -6,7 +6,7 @@ occur naturally in the corpus (the silver char 5-gram pairs, plus pairs the engi
 silver file lacks), has two readers label them blind (one report or not, and what kind of
 repeat), and scores a `newsdedup batch` run over the plain corpus against those labels.
 
-  select   [--engine-output OUT] [--contained N]
+  select   [--engine-output OUT] [--contained N] [--dissimilar-output OUT]
                                    -> natural/pairs.jsonl (ids, numbers, strata, tune/test split)
   stream   --out FILE              the plain corpus in stream order (what `batch` reads)
   packets  --out DIR --readers N   blind reading packets + empty label files, OUTSIDE the repo
@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-from judge import char5, shingles  # noqa: E402
+from judge import CONTAINMENT_MIN, JACCARD_MIN, char5, shingles  # noqa: E402
 from stream import content_len, load_corpus, write_jsonl  # noqa: E402
 
 SHARED = os.environ.get("NEWSDEDUP_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -259,7 +259,7 @@ def ordered_record(rec: dict) -> dict:
 
 
 def sort_key(rec: dict) -> tuple:
-    return (("silver", "engine", "contained").index(rec["source"]),
+    return (("silver", "engine", "contained", "dissimilar").index(rec["source"]),
             BANDS.index(rec["stratum"]["jaccard_band"]), rec["pair"])
 
 
@@ -321,6 +321,24 @@ def select_engine(articles: list[dict], output_path: str, exclude: set[frozenset
                              f"{SEED}:engine")
 
 
+def select_dissimilar(articles: list[dict], output_path: str, exclude: set[frozenset]) -> list[dict]:
+    """Every pair the engine links directly, not in `exclude`, whose character 5-gram Jaccard is
+    under 0.5 and containment under 0.8: the links the planted set's judge (judge.py) cannot call
+    right, so only a reading can tell whether they are one report."""
+    by_id = {a["id"]: a for a in articles}
+    pos = {a["id"]: i for i, a in enumerate(articles)}
+    records, seen = [], set()
+    for x, y in engine_links(output_path):
+        key = frozenset((x, y))
+        if x == y or key in exclude or key in seen or x not in by_id or y not in by_id:
+            continue
+        seen.add(key)
+        rec = pair_record(by_id[x], by_id[y], pos, "dissimilar")
+        if rec["jaccard"] < JACCARD_MIN and rec["containment"] < CONTAINMENT_MIN:
+            records.append(rec)
+    return records
+
+
 def share_band(rec: dict) -> str:
     """The earlier text's length as a share of the later's, in the bands that tell a digest's item
     (a small part) from an update's original (most of it)."""
@@ -340,9 +358,10 @@ def select_contained(silver: list[dict], exclude: set[str], n: int) -> list[dict
 
 def build_pairs(articles: list[dict], silver_path: str, existing: list[dict], engine_output: str | None,
                 quotas: dict[str, int] = QUOTAS, engine_max: int = ENGINE_MAX,
-                contained: int = 0) -> list[dict]:
+                contained: int = 0, dissimilar_output: str | None = None) -> list[dict]:
     """The silver selection (recomputed; must equal what `existing` holds) plus engine pairs, plus
-    up to `contained` (in all) pairs of an earlier text held as a small part of a later one.
+    up to `contained` (in all) pairs of an earlier text held as a small part of a later one, plus
+    the engine's links in `dissimilar_output` that char 5-gram similarity cannot confirm.
 
     Pairs already in `existing` are never changed or dropped, so splits stay fixed once labelled.
     """
@@ -369,7 +388,13 @@ def build_pairs(articles: list[dict], silver_path: str, existing: list[dict], en
         added = select_contained(records, exclude, contained - len(held))
         assign_splits(added)
         held += added
-    return sorted(silver + engine + held, key=sort_key)
+    dissimilar = [r for r in existing if r["source"] == "dissimilar"]
+    if dissimilar_output:
+        exclude = {frozenset((r["earlier"], r["later"])) for r in silver + engine + held + dissimilar}
+        added = select_dissimilar(articles, dissimilar_output, exclude)
+        assign_splits(added)
+        dissimilar += added
+    return sorted(silver + engine + held + dissimilar, key=sort_key)
 
 
 def cmd_select(args) -> int:
@@ -377,7 +402,8 @@ def cmd_select(args) -> int:
     if not os.path.exists(args.silver):
         raise SystemExit(f"silver pairs not found: {args.silver}")
     existing = read_jsonl(args.pairs) if os.path.exists(args.pairs) else []
-    pairs = build_pairs(articles, args.silver, existing, args.engine_output, contained=args.contained)
+    pairs = build_pairs(articles, args.silver, existing, args.engine_output, contained=args.contained,
+                        dissimilar_output=args.dissimilar_output)
     os.makedirs(os.path.dirname(os.path.abspath(args.pairs)), exist_ok=True)
     write_jsonl(args.pairs, [ordered_record(r) for r in pairs])
     print(f"select: {len(pairs)} pairs -> {args.pairs}")
@@ -778,9 +804,15 @@ def rate(k: int, n: int) -> dict:
             "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
 
 
+# Sources chosen from the engine's own links: they count for precision, never for recall (every
+# pair of them is linked, so they would lift the recall by their selection).
+LINKED_SOURCES = ("engine", "dissimilar")
+
+
 def group_stats(items: list[tuple[dict, bool]]) -> dict:
-    """items: (label row joined with its pair, linked). Recall, precision, flagged rate."""
-    same = [linked for lab, linked in items if lab["label"] == "same"]
+    """items: (label row joined with its pair, linked). Recall (over pairs not chosen from the
+    engine's links), precision, flagged rate."""
+    same = [linked for lab, linked in items if lab["label"] == "same" and lab["source"] not in LINKED_SOURCES]
     diff = [linked for lab, linked in items if lab["label"] == "different"]
     linked = [lab["label"] == "same" for lab, linked in items if linked]
     return {"pairs": len(items), "recall": rate(sum(same), len(same)),
@@ -984,7 +1016,11 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
              "Sources: `silver` (silver pairs stratified by Jaccard band, containment band and direction), "
              "`engine` (pairs the engine links that the silver file lacks), `contained` (further silver pairs "
              "whose earlier text is whole in the later one and under 55% of its length: updates, digests, "
-             "pages that merely carry the earlier one).",
+             "pages that merely carry the earlier one), `dissimilar` (every pair the engine links whose char "
+             "5-gram Jaccard is under 0.5 and containment under 0.8, which the planted set's similarity judge "
+             "cannot confirm; its precision there rests on these readings). Recall counts only the pairs "
+             "sampled without regard to the engine's links (not `engine` or `dissimilar`, whose pairs are all "
+             "linked).",
              "", f"Command: `{command}` (machine: {machine()}).", ""]
     if agreement:
         lab, rel = agreement.get("label", {}), agreement.get("relation_when_both_same", {})
@@ -1072,6 +1108,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     s.add_argument("--contained", type=int, default=0,
                    help="hold this many pairs (in all) whose earlier text is whole in the later one and "
                         "under 55%% of its length (updates and digests), stratified by that share")
+    s.add_argument("--dissimilar-output", help="a `newsdedup batch` output over the natural stream: add every pair "
+                                               "it links whose char 5-gram Jaccard < 0.5 and containment < 0.8 "
+                                               "(what the planted set's judge cannot confirm)")
     s = sub.add_parser("stream", parents=[common], help="write the natural stream (plain corpus, stream order)")
     s.add_argument("--out", required=True)
     s = sub.add_parser("packets", parents=[common], help="blind reading packets + empty label files (outside the repo)")

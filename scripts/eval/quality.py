@@ -31,7 +31,7 @@ import metrics  # noqa: E402
 import report  # noqa: E402
 import svgplot  # noqa: E402
 import sweep  # noqa: E402
-from judge import Judge, parse_output  # noqa: E402
+from judge import Judge, load_readings, parse_output  # noqa: E402
 from stream import LONG_CHARS, StreamConfig, build_stream, load_corpus, read_jsonl, write_jsonl  # noqa: E402
 
 SHARED = os.environ.get("NEWSDEDUP_SHARED", os.path.join(os.path.dirname(REPO), "shared"))
@@ -72,6 +72,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     j.add_argument("--min-agreement", type=float, default=0.995,
                    help="auto: decision agreement the model needs at the run threshold")
     j.add_argument("--sweep-max", type=int, default=10, help="largest threshold in the sweep")
+    j.add_argument("--readings", default=os.path.join(HERE, "natural", "labels.jsonl"),
+                   help="editors' labels of corpus pairs (natural.py): where a flagged pair was read, the "
+                        "label decides whether it is right, not char 5-gram similarity; '' to judge by "
+                        "similarity alone")
     j.add_argument("--check-fingerprint", action="store_true",
                    help="also run `newsdedup fingerprint` and compare with batch fingerprints")
     j.add_argument("--write-doc", action="store_true", help="write docs/QUALITY.md and docs/quality_*.svg")
@@ -249,7 +253,7 @@ def step_judge(args: argparse.Namespace) -> dict:
     if os.path.exists(p["run"]):
         with open(p["run"], encoding="utf-8") as fh:
             run_info = json.load(fh)
-    judge = Judge(stream, labels)
+    judge = Judge(stream, labels, readings=load_readings(args.readings) if args.readings else None)
     outcomes, problems = parse_output(p["out"], stream)
     run_info["problems"] = problems
     run_info["decisions"] = {d: sum(o.decision == d for o in outcomes)
@@ -357,13 +361,13 @@ def write_outputs(args, rep: dict) -> None:
                 fh.write(text)
         path = os.path.join(docs, "QUALITY.md")
         text = report.render(rep, {"threshold": "quality_threshold.svg", "distance": "quality_distance.svg"})
-        # The natural-pairs section is written by natural.py; keep it.
+        # The natural-pairs section (written by natural.py) and the sections after it (written by
+        # hand, e.g. the lexical ceiling) are kept.
         if os.path.exists(path):
             import natural
             old = open(path, encoding="utf-8").read()
             if natural.DOC_BEGIN in old and natural.DOC_END in old:
-                section = old[old.index(natural.DOC_BEGIN):old.index(natural.DOC_END) + len(natural.DOC_END)]
-                text = natural.replace_doc_section(text, section + "\n")
+                text = text.rstrip("\n") + "\n\n" + old[old.index(natural.DOC_BEGIN):]
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
         print(f"doc: {os.path.join(docs, 'QUALITY.md')}", file=sys.stderr)

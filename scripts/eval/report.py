@@ -126,8 +126,10 @@ def _recall_sections(rec: dict) -> list[str]:
 def _precision_sections(prec: dict) -> list[str]:
     lines = ["## Precision", "",
              "Every line flagged `duplicate` (stretch reposts excluded). Correct if the pair is a generated "
-             "repost family, or char 5-gram Jaccard >= 0.5 or containment >= 0.8 on whitespace-stripped "
-             "contents (directly, or between the reposts' originals).", ""]
+             "repost family; else, where the natural benchmark's readers read the pair (or the reposts' "
+             "originals), if they read it as one report (`read-same`; `read-different` is wrong); else if "
+             "char 5-gram Jaccard >= 0.5 or containment >= 0.8 on whitespace-stripped contents (directly, "
+             "or between the reposts' originals).", ""]
     lines += _table(["group", "flagged", "correct", "precision"],
                     _rate_rows(prec["by_length"], lambda k: f"length: {k}")
                     + _rate_rows(prec["by_flagged_type"], lambda k: f"flagged article: {k}"))

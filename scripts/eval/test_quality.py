@@ -206,6 +206,31 @@ class JudgeTest(unittest.TestCase):
         self.assertEqual(jd.pair_verdict(other["id"], orig["id"]), "wrong")
         self.assertEqual(jd.pair_verdict(other["id"], "nope"), "unknown-match")
 
+    def test_readers_labels_decide_where_they_exist(self):
+        rng = random.Random(4)
+        orig = fake_article(rng, 0, 600, "block")
+        other = fake_article(rng, 1, 600, "block")
+        copy = dict(orig, id="syn:copy")
+        rep = dict(orig, id="repost:syn:0:0")
+        readings = {frozenset((other["id"], orig["id"])): "same", frozenset((copy["id"], orig["id"])): "different"}
+        jd = judge.Judge([orig, other, copy, rep], [{"id": rep["id"], "original": orig["id"], "stretch": False}],
+                         readings=readings)
+        self.assertEqual(jd.pair_verdict(other["id"], orig["id"]), "read-same")
+        self.assertEqual(jd.pair_verdict(copy["id"], orig["id"]), "read-different")
+        # a repost is judged by its original's reading
+        self.assertEqual(jd.pair_verdict(rep["id"], copy["id"]), "read-different")
+        self.assertEqual(jd.pair_verdict(rep["id"], orig["id"]), "family")
+        self.assertIn("read-same", judge.CORRECT)
+        self.assertNotIn("read-different", judge.CORRECT)
+
+    def test_readings_load_from_the_natural_labels_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "labels.jsonl")
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(json.dumps({"pair": "a:1|b:2", "label": "same", "relation": "copy"}) + "\n")
+            self.assertEqual(judge.load_readings(path), {frozenset(("a:1", "b:2")): "same"})
+            self.assertEqual(judge.load_readings(os.path.join(tmp, "absent.jsonl")), {})
+
 
 class SweepTest(unittest.TestCase):
     def test_multi_index_matches_brute_force(self):
