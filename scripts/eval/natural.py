@@ -804,16 +804,17 @@ def rate(k: int, n: int) -> dict:
             "ci95": [round(ci[0], 4), round(ci[1], 4)] if ci else None}
 
 
-# Sources chosen from the engine's own links: they count for precision, never for recall (every
-# pair of them is linked, so they would lift the recall by their selection).
+# Sources chosen from the engine's own links: they count for precision, never for the recall or
+# the flagged rate (every pair of them is linked, so they would move both by their selection).
 LINKED_SOURCES = ("engine", "dissimilar")
 
 
 def group_stats(items: list[tuple[dict, bool]]) -> dict:
-    """items: (label row joined with its pair, linked). Recall (over pairs not chosen from the
-    engine's links), precision, flagged rate."""
-    same = [linked for lab, linked in items if lab["label"] == "same" and lab["source"] not in LINKED_SOURCES]
-    diff = [linked for lab, linked in items if lab["label"] == "different"]
+    """items: (label row joined with its pair, linked). Recall and flagged rate (over pairs not
+    chosen from the engine's links), precision (over every linked pair)."""
+    sampled = [(lab, linked) for lab, linked in items if lab["source"] not in LINKED_SOURCES]
+    same = [linked for lab, linked in sampled if lab["label"] == "same"]
+    diff = [linked for lab, linked in sampled if lab["label"] == "different"]
     linked = [lab["label"] == "same" for lab, linked in items if linked]
     return {"pairs": len(items), "recall": rate(sum(same), len(same)),
             "precision": rate(sum(linked), len(linked)), "flagged": rate(sum(diff), len(diff))}
@@ -1018,9 +1019,9 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
              "whose earlier text is whole in the later one and under 55% of its length: updates, digests, "
              "pages that merely carry the earlier one), `dissimilar` (every pair the engine links whose char "
              "5-gram Jaccard is under 0.5 and containment under 0.8, which the planted set's similarity judge "
-             "cannot confirm; its precision there rests on these readings). Recall counts only the pairs "
-             "sampled without regard to the engine's links (not `engine` or `dissimilar`, whose pairs are all "
-             "linked).",
+             "cannot confirm; its precision there rests on these readings). Recall and the share of different "
+             "pairs linked count only the pairs sampled without regard to the engine's links (not `engine` or "
+             "`dissimilar`, whose pairs are all linked); precision counts every linked pair.",
              "", f"Command: `{command}` (machine: {machine()}).", ""]
     if agreement:
         lab, rel = agreement.get("label", {}), agreement.get("relation_when_both_same", {})
