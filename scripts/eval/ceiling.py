@@ -74,15 +74,21 @@ def counts(scores: list[float], labels: list[int], threshold: float) -> tuple[in
     return tp, fp, sum(labels)
 
 
+def operating_points(scores: list[float], labels: list[int]) -> list[tuple[float, float, float]]:
+    """(precision, recall, threshold) of every threshold that links something."""
+    points = []
+    for t in sorted(set(scores)):
+        tp, fp, pos = counts(scores, labels, t)
+        if tp + fp and pos:
+            points.append((tp / (tp + fp), tp / pos, t))
+    return points
+
+
 def best_recall(scores: list[float], labels: list[int], min_precision: float) -> tuple[float, float, float] | None:
     """The threshold with the highest recall whose precision is >= min_precision:
     (recall, precision, threshold), or None when no threshold reaches that precision."""
     best = None
-    for t in sorted(set(scores)):
-        tp, fp, pos = counts(scores, labels, t)
-        if tp + fp == 0 or pos == 0:
-            continue
-        precision, recall = tp / (tp + fp), tp / pos
+    for precision, recall, t in operating_points(scores, labels):
         if precision >= min_precision and (best is None or recall > best[0]):
             best = (recall, precision, t)
     return best
@@ -92,11 +98,7 @@ def best_precision(scores: list[float], labels: list[int], min_recall: float) ->
     """The threshold with the highest precision whose recall is >= min_recall:
     (precision, recall, threshold), or None."""
     best = None
-    for t in sorted(set(scores)):
-        tp, fp, pos = counts(scores, labels, t)
-        if tp + fp == 0 or pos == 0:
-            continue
-        precision, recall = tp / (tp + fp), tp / pos
+    for precision, recall, t in operating_points(scores, labels):
         if recall >= min_recall and (best is None or precision > best[0]):
             best = (precision, recall, t)
     return best

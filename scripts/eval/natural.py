@@ -306,8 +306,8 @@ def engine_links(output_path: str) -> list[tuple[str, str]]:
     return links
 
 
-def select_engine(articles: list[dict], output_path: str, exclude: set[frozenset], n: int) -> list[dict]:
-    """Up to n pairs the engine links directly that are not in `exclude`, stratified by band x direction."""
+def linked_records(articles: list[dict], output_path: str, exclude: set[frozenset], source: str) -> list[dict]:
+    """A pair record (of `source`) for every pair the engine links directly that is not in `exclude`."""
     by_id = {a["id"]: a for a in articles}
     pos = {a["id"]: i for i, a in enumerate(articles)}
     records, seen = [], set()
@@ -316,8 +316,14 @@ def select_engine(articles: list[dict], output_path: str, exclude: set[frozenset
         if x == y or key in exclude or key in seen or x not in by_id or y not in by_id:
             continue
         seen.add(key)
-        records.append(pair_record(by_id[x], by_id[y], pos, "engine"))
-    return stratified_sample(records, n, lambda r: (r["stratum"]["jaccard_band"], r["stratum"]["direction"]),
+        records.append(pair_record(by_id[x], by_id[y], pos, source))
+    return records
+
+
+def select_engine(articles: list[dict], output_path: str, exclude: set[frozenset], n: int) -> list[dict]:
+    """Up to n pairs the engine links directly that are not in `exclude`, stratified by band x direction."""
+    return stratified_sample(linked_records(articles, output_path, exclude, "engine"), n,
+                             lambda r: (r["stratum"]["jaccard_band"], r["stratum"]["direction"]),
                              f"{SEED}:engine")
 
 
@@ -325,18 +331,8 @@ def select_dissimilar(articles: list[dict], output_path: str, exclude: set[froze
     """Every pair the engine links directly, not in `exclude`, whose character 5-gram Jaccard is
     under 0.5 and containment under 0.8: the links the planted set's judge (judge.py) cannot call
     right, so only a reading can tell whether they are one report."""
-    by_id = {a["id"]: a for a in articles}
-    pos = {a["id"]: i for i, a in enumerate(articles)}
-    records, seen = [], set()
-    for x, y in engine_links(output_path):
-        key = frozenset((x, y))
-        if x == y or key in exclude or key in seen or x not in by_id or y not in by_id:
-            continue
-        seen.add(key)
-        rec = pair_record(by_id[x], by_id[y], pos, "dissimilar")
-        if rec["jaccard"] < JACCARD_MIN and rec["containment"] < CONTAINMENT_MIN:
-            records.append(rec)
-    return records
+    return [r for r in linked_records(articles, output_path, exclude, "dissimilar")
+            if r["jaccard"] < JACCARD_MIN and r["containment"] < CONTAINMENT_MIN]
 
 
 def share_band(rec: dict) -> str:

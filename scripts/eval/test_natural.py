@@ -136,6 +136,24 @@ class SelectTest(unittest.TestCase):
             with self.assertRaises(SystemExit):
                 natural.build_pairs(articles, silver, one, None, {b: 2 for b in natural.BANDS})
 
+    def test_dissimilar_pairs_are_every_link_char_5grams_cannot_confirm(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            articles, silver = self.synthetic(tmp)
+            quotas = {b: 1 for b in natural.BANDS}
+            plain = natural.build_pairs(articles, silver, [], None, quotas)
+            out = os.path.join(tmp, "out.jsonl")
+            # a:3 -> a:1: two unrelated random texts; b:0 -> a:0: an exact copy (confirmed).
+            write_jsonl(out, [{"id": "a:3", "dedup": {"decision": "duplicate", "match": {"id": "a:1"}}},
+                              {"id": "b:0", "dedup": {"decision": "duplicate", "match": {"id": "a:0"}}}])
+            held = natural.build_pairs(articles, silver, plain, None, quotas, dissimilar_output=out)
+            added = [r for r in held if r["source"] == "dissimilar"]
+            self.assertEqual([r["pair"] for r in added], ["a:1|a:3"])
+            self.assertLess(added[0]["jaccard"], 0.5)
+            self.assertIn(added[0]["split"], ("tune", "test"))
+            self.assertEqual([r for r in held if r["source"] != "dissimilar"], plain)
+            # Kept as they are when asked again.
+            self.assertEqual(natural.build_pairs(articles, silver, held, None, quotas, dissimilar_output=out), held)
+
     def test_contained_pairs_hold_the_earlier_text_as_a_small_part_and_stay_put(self):
         with tempfile.TemporaryDirectory() as tmp:
             articles, silver = self.synthetic(tmp)
@@ -300,6 +318,14 @@ class ScoreTest(unittest.TestCase):
         self.assertEqual(natural.score(self.pairs, self.labels, self.out, "all")["labelled"], 6)
         with self.assertRaises(SystemExit):  # the only tune pair is absent from the output
             natural.score(self.pairs, self.labels, self.out, "tune")
+
+    def test_pairs_chosen_from_the_engines_links_count_for_precision_only(self):
+        # The same labels, but e1|l1 (same) and e3|l3 (different) chosen because the engine links them.
+        pairs = [dict(p, source="dissimilar") if p["pair"] in ("e1|l1", "e3|l3") else p for p in self.pairs]
+        rep = natural.score(pairs, self.labels, self.out, "test")
+        self.assertEqual((rep["overall"]["recall"]["k"], rep["overall"]["recall"]["n"]), (1, 2))
+        self.assertEqual((rep["overall"]["precision"]["k"], rep["overall"]["precision"]["n"]), (2, 3))
+        self.assertEqual(rep["overall"]["flagged"]["n"], 0)
 
     def test_relation_agreement_counts_direct_links_only(self):
         # e1-l1 is linked directly with another relation than the readers'; e4-l4 only through x
