@@ -12,8 +12,9 @@ CAVEATS = [
     "## Caveats", "",
     "- Reposts are synthetic (edit model in `scripts/eval/README.md`); real reposting also rewrites, which no "
     "fingerprint should be expected to catch. Read the per-kind table, not only the overall recall.",
-    "- \"Correct\" means char 5-gram Jaccard >= 0.5 or containment >= 0.8: containment admits short notices "
-    "contained in longer articles, and near-duplicates below both cut-offs count as false positives.",
+    "- \"Correct\" means, for a pair editors have not read, char 5-gram Jaccard >= 0.5 or containment >= 0.8: "
+    "containment admits short notices contained in longer articles, and unread rewrites below both cut-offs "
+    "count as false positives (`natural.py select --dissimilar-output` puts such links up for reading).",
     "- The sweep's model reproduces the binary's default rule only (no containment confirm/rescue); its "
     "agreement with the real run is stated above. Wall times depend on the machine and its load.", ""]
 
