@@ -1063,7 +1063,8 @@ def doc_section(report: dict, agreement: dict | None, command: str) -> str:
             lines.append(f"| {reader} | " + " | ".join(str(row.get(e, 0)) for e in engines) + " |")
     guide_path = os.path.join(HERE, "natural", "GUIDE.md")
     if os.path.exists(guide_path):
-        guide = open(guide_path, encoding="utf-8").read().splitlines()
+        with open(guide_path, encoding="utf-8") as fh:
+            guide = fh.read().splitlines()
         # Two heading levels down, under this section.
         lines += [""] + ["##" + g if g.startswith("#") else g for g in guide]
     lines.append(DOC_END)
@@ -1084,7 +1085,10 @@ def write_doc_section(report: dict, args) -> None:
     command = "python3 scripts/eval/natural.py score --run --split " + report["split"] + " --write-doc"
     if report.get("config", "built-in defaults") != "built-in defaults":
         command += " --config " + report["config"].replace(os.path.expanduser("~"), "~")
-    doc = open(DOC, encoding="utf-8").read() if os.path.exists(DOC) else "# newsdedup quality report\n"
+    doc = "# newsdedup quality report\n"
+    if os.path.exists(DOC):
+        with open(DOC, encoding="utf-8") as fh:
+            doc = fh.read()
     with open(DOC, "w", encoding="utf-8") as fh:
         fh.write(replace_doc_section(doc, doc_section(report, agreement, command)))
     print(f"doc: {DOC}", file=sys.stderr)

@@ -365,7 +365,8 @@ def write_outputs(args, rep: dict) -> None:
         # hand, e.g. the lexical ceiling) are kept.
         if os.path.exists(path):
             import natural
-            old = open(path, encoding="utf-8").read()
+            with open(path, encoding="utf-8") as fh:
+                old = fh.read()
             if natural.DOC_BEGIN in old and natural.DOC_END in old:
                 text = text.rstrip("\n") + "\n\n" + old[old.index(natural.DOC_BEGIN):]
         with open(path, "w", encoding="utf-8") as fh:
