@@ -33,15 +33,22 @@ fn identity() -> FingerprintIdentity {
 }
 
 /// A sketch of a ~1,000-character article: every bin filled, so all 12 LSH bands are indexed
-/// (the default `sketch_search` configuration stores them with each unique article).
+/// (the default `sketch_search` configuration stores them with each unique article), and 28
+/// segments of 10-60 characters (the corpus's median article has about that many), so its
+/// searchable segments are looked up and its first few entered as the index does.
 fn random_sketch(rng: &mut SmallRng) -> Sketch {
     let mut bins = [0u32; newsdedup::sketch::BINS];
     for b in bins.iter_mut() {
         *b = rng.gen_range(0..u32::MAX);
     }
+    let signed: Vec<(u32, u32)> = (0..28)
+        .map(|_| (rng.gen_range(0..u32::MAX), rng.gen_range(10..60)))
+        .collect();
+    let chars = signed.iter().map(|(_, len)| len).sum();
     Sketch {
         bins,
         shingles: 1000,
+        segments: newsdedup::segments::Segments::from_signed(signed, chars),
     }
 }
 

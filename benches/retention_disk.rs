@@ -16,7 +16,7 @@ use newsdedup::config::IndexConfig;
 use newsdedup::fingerprint::FingerprintIdentity;
 use newsdedup::index::{ArticleStore, MatchRef, RocksIndex, StoredArticle, StoredDecision};
 use newsdedup::simhash::Fingerprint;
-use newsdedup::sketch::{Sketch, SKETCH_BYTES};
+use newsdedup::sketch::Sketch;
 use newsdedup::time::TimeSpan;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -43,10 +43,17 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 fn random_sketch(rng: &mut SmallRng) -> Sketch {
-    let mut bytes = [0u8; SKETCH_BYTES];
-    rng.fill(&mut bytes[..SKETCH_BYTES - 4]);
-    bytes[SKETCH_BYTES - 4..].copy_from_slice(&rng.gen_range(200u32..2000).to_le_bytes());
-    Sketch::from_bytes(&bytes).expect("sketch")
+    let mut bins = [0u32; newsdedup::sketch::BINS];
+    rng.fill(&mut bins[..]);
+    let signed: Vec<(u32, u32)> = (0..28)
+        .map(|_| (rng.gen_range(0..u32::MAX), rng.gen_range(10..60)))
+        .collect();
+    let chars = signed.iter().map(|(_, len)| len).sum();
+    Sketch {
+        bins,
+        shingles: rng.gen_range(200u32..2000),
+        segments: newsdedup::segments::Segments::from_signed(signed, chars),
+    }
 }
 
 /// Bytes of the table files (the data) and of RocksDB's own info logs (`LOG*`, which grow with

@@ -4,7 +4,8 @@
 use crate::dedup::DedupConfig;
 use crate::fingerprint::{Feature, Fingerprinted, Fingerprinter, NoFeatures};
 use crate::headline::ChromeCheck;
-use crate::index::MatchRule;
+use crate::index::{Crowded, MatchRule};
+use crate::segments::{Overlap, SegmentMask, Segments};
 use crate::sketch::{BinMask, Similarity, Sketch};
 use crate::topic::{Outline, Topic};
 use serde_json::{json, Value};
@@ -37,9 +38,9 @@ pub fn feature_json(f: &Feature) -> Value {
 /// The comparison report of `newsdedup compare` (README): distance, second check, whether the
 /// index would see the pair, the verdict by `rule`, and the features that made it.
 ///
-/// `crowded_bands` says which of A's sketch bands are crowded in an index (`compare
-/// --index-dir`), as the decision's lookup finds them: their bins are template text, left out of
-/// the second check. Without an index nothing is left out.
+/// `crowded` says which of A's sketch bands are crowded in an index and which of its segments are
+/// template there (`compare --index-dir`), as the decision's lookup finds them: they are left out
+/// of the second check. Without an index nothing is left out.
 pub fn compare(
     fp: &Fingerprinter,
     a: &CompareInput,
@@ -47,7 +48,7 @@ pub fn compare(
     rule: &DedupConfig,
     top: usize,
     explain: bool,
-    crowded_bands: &dyn Fn(&Sketch) -> u16,
+    crowded: &dyn Fn(&Sketch) -> Crowded,
 ) -> Result<Value, CompareError> {
     let analyze = |x: &CompareInput| {
         fp.analyze(&x.title, &x.content)
@@ -59,15 +60,17 @@ pub fn compare(
     let (fa, feats_a) = analyze(a)?;
     let (fb, feats_b) = analyze(b)?;
     let (id_a, id_b) = (&a.id, &b.id);
-    let crowded = crowded_bands(&fa.sketch);
-    let common = rule.template_bins(crowded);
+    let crowded = crowded(&fa.sketch);
+    let common = rule.template_bins(crowded.bands);
+    let template = rule.template_segments(crowded.segments);
     let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
     // A's outline, for the topic check the decision makes of a B that A holds as a small part.
     let outline = fp
         .fingerprint_outlined(&a.title, &a.content)
         .ok()
         .map(|(_, outline)| outline);
-    let scores = pair_scores_discounting(&fa, &fb, rule, common, chrome, outline.as_ref());
+    let scores =
+        pair_scores_discounting(&fa, &fb, rule, (common, template), chrome, outline.as_ref());
     let PairScores {
         distance,
         similarity: sim,
@@ -123,8 +126,9 @@ pub fn compare(
                 "added_share": round3(t.added_share),
                 "coherence": round3(t.coherence),
             })),
-            "crowded_bands": (0..crate::sketch::ALL_BANDS).filter(|b| crowded & (1 << b) != 0).collect::<Vec<_>>(),
+            "crowded_bands": (0..crate::sketch::ALL_BANDS).filter(|b| crowded.bands & (1 << b) != 0).collect::<Vec<_>>(),
         },
+        "segments": segments_json(&fa.sketch.segments, &fb.sketch.segments, &sim.segments, template),
         "shares_block": shares_block,
         "shares_sketch_band": shares_band,
         "verdict": if scores.duplicate { "duplicate" } else { "distinct" },
@@ -214,30 +218,37 @@ pub fn pair_scores(
     chrome: Option<ChromeCheck>,
     outline: Option<&Outline>,
 ) -> PairScores {
-    pair_scores_discounting(a, b, rule, 0, chrome, outline)
+    pair_scores_discounting(a, b, rule, (0, 0), chrome, outline)
 }
 
-/// [`pair_scores`] with A's bins `common` left out of the second check as template text.
+/// [`pair_scores`] with A's bins and segments in `template` left out of the second check as
+/// template text.
 pub fn pair_scores_discounting(
     a: &Fingerprinted,
     b: &Fingerprinted,
     rule: &DedupConfig,
-    common: BinMask,
+    template: (BinMask, SegmentMask),
     chrome: Option<ChromeCheck>,
     outline: Option<&Outline>,
 ) -> PairScores {
     let distance = a.fingerprint.distance(b.fingerprint);
-    let similarity = a.sketch.similarity_discounting(&b.sketch, common);
+    let similarity = a.sketch.similarity_with(&b.sketch, template.0, template.1);
     let shares_block = a
         .fingerprint
         .blocks()
         .iter()
         .zip(b.fingerprint.blocks())
         .any(|(x, y)| *x == y);
+    // A band, or a segment B indexes that A looks up.
     let shares_band = rule.sketch_search
-        && a.sketch
+        && (a
+            .sketch
             .bands()
-            .any(|band| b.sketch.bands().any(|other| other == band));
+            .any(|band| b.sketch.bands().any(|other| other == band))
+            || b.sketch
+                .segments
+                .indexed()
+                .any(|h| a.sketch.segments.searchable().any(|(_, g)| g == h)));
     // The index only sees candidates that share a 16-bit simhash block (always, within distance 3)
     // or, with sketch_search, a content-sketch band.
     let found = shares_block || shares_band;
@@ -285,6 +296,23 @@ pub fn score_pair(
     let fb = fp.fingerprint(&b.title, &b.content).map_err(refused(b))?;
     let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
     Ok(pair_scores(&fa, &fb, rule, chrome, Some(&outline)))
+}
+
+/// The segments of a pair for `compare`: how many each text has, what they share (characters, and
+/// the share of each text), and the template segments of A left out, with their shared characters.
+fn segments_json(a: &Segments, b: &Segments, o: &Overlap, template: SegmentMask) -> Value {
+    let share = |x: Option<f64>| x.map(round3);
+    json!({
+        "a": {"kept": a.iter().count(), "chars": a.chars(), "sampled": !a.whole()},
+        "b": {"kept": b.iter().count(), "chars": b.chars(), "sampled": !b.whole()},
+        "shared": o.shared,
+        "shared_chars": o.shared_chars,
+        "a_in_b": share(o.a_in_b()),
+        "b_in_a": share(o.b_in_a()),
+        "template": o.template,
+        "template_shared_chars": o.template_chars,
+        "template_segments_of_a": template.count_ones(),
+    })
 }
 
 /// Rounded to 0.001, for reports.

@@ -14,8 +14,8 @@
 use crate::dedup::{Decision, Deduper, Verdict};
 use crate::error::IndexError;
 use crate::index::{
-    ArticleStore, CorrectionKind, CorrectionNote, MatchRef, MatchRule, PairChange, StoredArticle,
-    StoredDecision,
+    ArticleStore, CorrectionKind, CorrectionNote, MatchRef, MatchRule, PairChange, SegmentMatch,
+    StoredArticle, StoredDecision,
 };
 use crate::simhash::Fingerprint;
 use serde::{Deserialize, Serialize};
@@ -374,6 +374,7 @@ impl<S: ArticleStore> Deduper<S> {
             rule: Some(MatchRule::Editor),
             relation: Some(self.config().relation_of(sim)),
             via: None,
+            segments: sim.and_then(|s| SegmentMatch::of(&s.segments)),
         }))
     }
 }

@@ -9,8 +9,9 @@ use crate::error::IndexError;
 use crate::headline::ChromeCheck;
 use crate::index::{
     event_time, ArticleStore, Candidate, CorrectionNote, EarlierVersion, MatchRef, MatchRule,
-    Relation, Revision, StoredArticle, StoredDecision,
+    Relation, Revision, SegmentMatch, StoredArticle, StoredDecision,
 };
+use crate::segments::SegmentMask;
 use crate::simhash::Fingerprint;
 use crate::sketch::{BinMask, Similarity, Sketch, TEMPLATE_PAGE_BINS};
 use crate::topic::{Outline, Topic};
@@ -109,6 +110,34 @@ pub struct DedupConfig {
     /// TEMPLATE_PAGE_BINS` of its bins or more): then nothing but the template is known to be
     /// shared, and no rule accepts the candidate.
     pub template_min_bins: u32,
+    /// Segment signatures ([`crate::segments`]) count as evidence only when the text they are
+    /// measured on has at least this many compared letters and digits (a few short sentences
+    /// say little).
+    pub segment_min_chars: u32,
+    /// B is whole inside A by its segments when at least this share of B's compared characters
+    /// is in segments A holds verbatim (exact, where the bins estimate). With B the smaller
+    /// part of A, that is what the extension rule and the topic check ask of B. 0 disables.
+    pub segment_whole_min_share: f64,
+    /// With B whole inside A by its segments, the topic check is made for a B down to this
+    /// share of A's length (an update whose earlier report is a fifth of it: a statement, then
+    /// the full text), where the bins alone stop at `extension_topic_min_share`.
+    pub segment_topic_min_share: f64,
+    /// The topic check's `extension_min_coherence` for a B whose segments are whole inside A:
+    /// B's text is then known to be in A verbatim, and an update's added text (background,
+    /// reactions, the full statement) repeats fewer of B's heavy words than a rewording would.
+    pub segment_min_coherence: f64,
+    /// A resemblance or containment match beyond the threshold needs at least this share of the
+    /// new article's compared text in clauses the candidate holds verbatim (when both have
+    /// `segment_min_chars`). 0 disables.
+    pub segment_min_confirm: f64,
+    /// An extension match (the topic check's included) needs at least this share of the
+    /// candidate's compared text in clauses the new article holds. 0 disables.
+    pub segment_extension_min_held: f64,
+    /// Template segments (held by `index::TEMPLATE_SEGMENT_ARTICLES` unique articles or more)
+    /// shared by the pair overrule every rule when, left out, less than this share of A's
+    /// remaining segments is in B and of B's in A: two rulings of one court, two lots of one
+    /// tender share the form, not a report.
+    pub segment_template_max_shared: f64,
     /// Page chrome under a headline carries no decision ([`crate::headline`]): a match is
     /// refused when the new article's text holds almost none of its own title's bigrams nor the
     /// candidate's, and the titles disagree (a disclaimer or sign-in page under many titles).
@@ -152,6 +181,16 @@ impl DedupConfig {
         }
     }
 
+    /// The segments to leave out of the second check: the new article's segments that many
+    /// indexed articles hold (none when `template_discount` is off).
+    pub fn template_segments(&self, template: SegmentMask) -> SegmentMask {
+        if self.template_discount {
+            template
+        } else {
+            0
+        }
+    }
+
     /// Whether the page-chrome check refuses a pair the rules accept: `check` is the pair's
     /// ([`ChromeCheck::of`]; None when A's text holds its title or a title is missing).
     pub fn chrome_refuses(&self, check: Option<&ChromeCheck>) -> bool {
@@ -171,12 +210,78 @@ impl DedupConfig {
             }
     }
 
+    /// B whole inside the longer A by its segments (see `segment_whole_min_share`).
+    fn holds_whole_by_segments(&self, s: &Similarity) -> bool {
+        let o = &s.segments;
+        self.segment_whole_min_share > 0.0
+            && s.a_shingles >= s.b_shingles
+            && o.b >= 2
+            && o.b_chars >= self.segment_min_chars
+            && o.b_in_a()
+                .is_some_and(|x| x >= self.segment_whole_min_share)
+    }
+
+    /// Whether the segments bear out a sketch rule beyond the threshold: when both texts have
+    /// enough compared text (`segment_min_chars`), the direction the rule rests on must show
+    /// in verbatim clauses too: at least `segment_min_confirm` of A's text in B for resemblance
+    /// and containment (A says what B said), at least `segment_extension_min_held` of B's text in
+    /// A for an extension (B is inside A). 32 bins agree by chance on two reports of one form
+    /// (two resolutions of one session, two days of one statistics bulletin); their clauses do
+    /// not.
+    fn segments_confirm(&self, rule: MatchRule, s: &Similarity) -> bool {
+        let o = &s.segments;
+        if o.a_chars < self.segment_min_chars || o.b_chars < self.segment_min_chars {
+            return true;
+        }
+        let (share, bar) = match rule {
+            MatchRule::Extension => (o.b_in_a(), self.segment_extension_min_held),
+            _ => (o.a_in_b(), self.segment_min_confirm),
+        };
+        share.is_some_and(|x| x >= bar)
+    }
+
+    /// The sketch rule whose bars `s` passes but whose segments do not bear it out
+    /// ([`Self::segments_confirm`]), for `explain`.
+    fn unconfirmed_rule(&self, distance: u32, s: &Similarity) -> Option<MatchRule> {
+        let passes = [
+            (
+                MatchRule::Resemblance,
+                self.resemblance_bars(distance, s).is_some(),
+            ),
+            (
+                MatchRule::Containment,
+                self.excerpt_min_containment > 0.0
+                    && s.a_in_b >= self.excerpt_min_containment
+                    && s.jaccard >= self.excerpt_min_jaccard,
+            ),
+            (MatchRule::Extension, self.is_extension(s)),
+        ];
+        passes
+            .into_iter()
+            .find(|(rule, pass)| *pass && !self.segments_confirm(*rule, s))
+            .map(|(rule, _)| rule)
+    }
+
+    /// The pair shares template segments and, those left out, little else (see
+    /// `segment_template_max_shared`).
+    fn segments_overrule(&self, s: &Similarity) -> bool {
+        let o = &s.segments;
+        let little = |x: Option<f64>| x.is_none_or(|x| x < self.segment_template_max_shared);
+        self.segment_template_max_shared > 0.0
+            && o.template_chars > 0
+            && o.a_chars >= self.segment_min_chars
+            && o.b_chars >= self.segment_min_chars
+            && little(o.a_in_b())
+            && little(o.b_in_a())
+    }
+
     /// The extension test: A the longer, B (almost) whole inside it and a large enough part of
     /// it. With B whole inside A, the share of A's 4-grams found in B is B's share of A's length;
     /// an estimate far below that ([`EXTENSION_SHARE_SLACK`]) means the few bins that saw B's
     /// 4-grams were lucky (a template sibling that shares B's form, not B).
     fn is_extension(&self, s: &Similarity) -> bool {
-        self.holds_whole(s) && s.b_share_of_a() >= self.extension_min_share
+        (self.holds_whole(s) || self.holds_whole_by_segments(s))
+            && s.b_share_of_a() >= self.extension_min_share
     }
 
     /// B (almost) whole inside the longer A, whatever its share of A (see [`Self::is_extension`]).
@@ -219,26 +324,43 @@ impl DedupConfig {
     /// 4-grams in A's text instead ([`Topic::located`]), which needs only B's bins.
     pub fn wants_topic(&self, distance: u32, sim: Option<Similarity>) -> bool {
         sim.is_some_and(|s| {
+            // B whole inside A: by its bins, or (exactly, and for a smaller B) by its segments.
+            let by_bins = s.b_in_a >= self.extension_min_contained
+                && s.b_share_of_a() >= self.extension_topic_min_share
+                && s.shared_bins >= self.template_min_bins
+                && !(s.template_bins >= TEMPLATE_PAGE_BINS && s.a_bins() < self.template_min_bins);
+            let by_segments = self.holds_whole_by_segments(&s)
+                && s.b_share_of_a() >= self.segment_topic_min_share;
             self.reads_outlines()
                 && distance > self.threshold
                 && (self.sketch_search || distance <= self.rescue_distance)
                 && s.a_shingles >= s.b_shingles
-                && s.b_in_a >= self.extension_min_contained
                 && s.b_share_of_a() < self.extension_min_share
-                && s.b_share_of_a() >= self.extension_topic_min_share
-                && s.shared_bins >= self.template_min_bins
-                && !(s.template_bins >= TEMPLATE_PAGE_BINS && s.a_bins() < self.template_min_bins)
+                && (by_bins || by_segments)
+                && !self.segments_overrule(&s)
+                && self.segments_confirm(MatchRule::Extension, &s)
                 && self.rule_for_plain(distance, sim).is_none()
         })
     }
 
     /// The topic check passes: B's sampled 4-grams are found in one B-sized stretch of A (B is
     /// whole inside A), and A's added text is about B's story.
-    fn topic_holds(&self, topic: Option<Topic>) -> bool {
+    fn topic_holds(&self, sim: Option<Similarity>, topic: Option<Topic>) -> bool {
         topic.is_some_and(|t| {
             f64::from(t.located) >= self.extension_min_contained * f64::from(t.sampled)
-                && t.coherence >= self.extension_min_coherence
+                && t.coherence >= self.coherence_bar(sim)
         })
+    }
+
+    /// The share of B's heavy words A's added text must repeat: less when B's segments are
+    /// whole inside A (`segment_min_coherence`), since B is then known to be there verbatim, not
+    /// estimated to be from a few bins.
+    fn coherence_bar(&self, sim: Option<Similarity>) -> f64 {
+        if sim.is_some_and(|s| self.holds_whole_by_segments(&s)) {
+            self.extension_min_coherence.min(self.segment_min_coherence)
+        } else {
+            self.extension_min_coherence
+        }
     }
 
     /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
@@ -256,7 +378,7 @@ impl DedupConfig {
         topic: Option<Topic>,
     ) -> Option<MatchRule> {
         let plain = self.rule_for_plain(distance, sim);
-        if plain.is_none() && self.topic_holds(topic) && self.wants_topic(distance, sim) {
+        if plain.is_none() && self.topic_holds(sim, topic) && self.wants_topic(distance, sim) {
             Some(MatchRule::Extension)
         } else {
             plain
@@ -267,21 +389,26 @@ impl DedupConfig {
     fn rule_for_plain(&self, distance: u32, sim: Option<Similarity>) -> Option<MatchRule> {
         if distance <= self.threshold {
             sim.is_none_or(|s| {
-                s.containment >= self.confirm_min_containment && !self.template_overrules(&s)
+                s.containment >= self.confirm_min_containment
+                    && !self.template_overrules(&s)
+                    && !self.segments_overrule(&s)
             })
             .then_some(MatchRule::Simhash)
         } else {
             let s = sim.filter(|_| self.sketch_search || distance <= self.rescue_distance)?;
-            if self.template_overrules(&s) {
+            if self.template_overrules(&s) || self.segments_overrule(&s) {
                 None
-            } else if self.resemblance_bars(distance, &s).is_some() {
+            } else if self.resemblance_bars(distance, &s).is_some()
+                && self.segments_confirm(MatchRule::Resemblance, &s)
+            {
                 Some(MatchRule::Resemblance)
             } else if self.excerpt_min_containment > 0.0
                 && s.a_in_b >= self.excerpt_min_containment
                 && s.jaccard >= self.excerpt_min_jaccard
+                && self.segments_confirm(MatchRule::Containment, &s)
             {
                 Some(MatchRule::Containment)
-            } else if self.is_extension(&s) {
+            } else if self.is_extension(&s) && self.segments_confirm(MatchRule::Extension, &s) {
                 Some(MatchRule::Extension)
             } else {
                 None
@@ -305,7 +432,7 @@ impl DedupConfig {
         let ratio = s.length_ratio();
         if s.a_in_b >= contained && ratio * change <= 1.0 {
             Relation::Excerpt
-        } else if s.b_in_a >= holds && ratio >= change {
+        } else if (s.b_in_a >= holds || self.holds_whole_by_segments(&s)) && ratio >= change {
             Relation::Extension
         } else if s.jaccard >= self.copy_min_jaccard {
             Relation::Copy
@@ -358,6 +485,7 @@ impl DedupConfig {
         } else {
             String::new()
         };
+        let segments = segments_text(&s);
         let share = format!(
             "an estimated {:.0}% of A's 4-grams are in B ({} of A's sampled 4-grams seen in B, {} not)",
             100.0 * s.a_in_b,
@@ -451,7 +579,7 @@ impl DedupConfig {
                 (100.0 * s.b_share_of_a()).floor(),
                 100.0 * self.extension_min_share,
                 100.0 * self.extension_min_contained,
-                100.0 * self.extension_min_coherence
+                100.0 * self.coherence_bar(sim)
             ),
             Some(MatchRule::Extension) => format!(
                 "extension: {beyond}, but an estimated {:.0}% of B's 4-grams are in A (>= {}) and \
@@ -469,8 +597,36 @@ impl DedupConfig {
                 (100.0 * s.b_share_of_a()).floor(),
                 100.0 * self.extension_min_share,
                 100.0 * self.extension_min_contained,
-                100.0 * self.extension_min_coherence
+                100.0 * self.coherence_bar(sim)
             ),
+            None if self.segments_overrule(&s) => format!(
+                "none: the two share template segments ({} characters held by many indexed \
+                 articles) and, those left out, less than {:.0}% of either text's segments: a \
+                 shared form, not a report",
+                s.segments.template_chars,
+                100.0 * self.segment_template_max_shared
+            ),
+            None if distance > self.threshold
+                && !self.template_overrules(&s)
+                && self.unconfirmed_rule(distance, &s).is_some() =>
+            {
+                let rule = self.unconfirmed_rule(distance, &s).unwrap_or(MatchRule::Resemblance);
+                let (whose, bar) = if rule == MatchRule::Extension {
+                    ("B's", self.segment_extension_min_held)
+                } else {
+                    ("A's", self.segment_min_confirm)
+                };
+                format!(
+                    "none: {beyond}; the bins pass the {} rule ({share}, Jaccard {:.2}, {:.0}% of \
+                     B in A), but the clauses do not bear it out: less than {:.0}% of {whose} \
+                     text is in verbatim clauses of the other (two reports of one form, not one \
+                     report)",
+                    rule.as_str(),
+                    s.jaccard,
+                    100.0 * s.b_in_a,
+                    100.0 * bar
+                )
+            }
             None if self.template_overrules(&s) && s.a_bins() >= self.template_min_bins => {
                 format!(
                     "none: once template text is left out only {share} (< {}): the two share a \
@@ -513,9 +669,9 @@ impl DedupConfig {
             None => format!("none: {beyond}"),
         };
         if rule.is_some() {
-            format!("{fired}; {relation_text}{template}")
+            format!("{fired}; {relation_text}{template}{segments}")
         } else {
-            format!("{fired}{template}")
+            format!("{fired}{template}{segments}")
         }
     }
 
@@ -527,6 +683,30 @@ impl DedupConfig {
             .collect();
         format!("[{}]", names.join(", "))
     }
+}
+
+/// The segments a pair shares, for `explain` (empty when neither text has any compared).
+fn segments_text(s: &Similarity) -> String {
+    let o = &s.segments;
+    if o.a == 0 && o.b == 0 && o.template == 0 {
+        return String::new();
+    }
+    let pct = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.0}%", 100.0 * x));
+    let template = if o.template > 0 {
+        format!(
+            ", {} template segments left out ({} shared characters)",
+            o.template, o.template_chars
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "; segments: {} shared ({} characters), {} of A's text in B, {} of B's in A{template}",
+        o.shared,
+        o.shared_chars,
+        pct(o.a_in_b()),
+        pct(o.b_in_a())
+    )
 }
 
 impl Default for DedupConfig {
@@ -553,6 +733,13 @@ impl Default for DedupConfig {
             template_discount: true,
             template_min_containment: 0.5,
             template_min_bins: 3,
+            segment_min_chars: 40,
+            segment_whole_min_share: 0.75,
+            segment_topic_min_share: 0.15,
+            segment_min_coherence: 0.45,
+            segment_min_confirm: 0.3,
+            segment_extension_min_held: 0.5,
+            segment_template_max_shared: 0.3,
             headline_check: true,
         }
     }
@@ -748,7 +935,8 @@ impl<S: ArticleStore> Deduper<S> {
         let beyond_threshold = self.rule.threshold <= 3;
         // The article's bins whose value many indexed articles hold: template text, left out of
         // the second check (the band lookup just read their buckets, so this costs nothing).
-        let common = self.rule.template_bins(crowded);
+        let common = self.rule.template_bins(crowded.bands);
+        let template = self.rule.template_segments(crowded.segments);
         for (seq, id) in banded {
             if id == input.id
                 || separated.contains(&id)
@@ -760,7 +948,7 @@ impl<S: ArticleStore> Deduper<S> {
                 let hopeless = match self.store.get_sketch(&id)? {
                     Some(other) => !self
                         .rule
-                        .sketch_rule_may_accept(query.similarity_discounting(&other, common)),
+                        .sketch_rule_may_accept(query.similarity_with(&other, common, template)),
                     None => true,
                 };
                 if hopeless {
@@ -800,7 +988,7 @@ impl<S: ArticleStore> Deduper<S> {
                 continue;
             }
             let sim = match (input.sketch, original.sketch.as_ref()) {
-                (Some(a), Some(b)) => Some(a.similarity_discounting(b, common)),
+                (Some(a), Some(b)) => Some(a.similarity_with(b, common, template)),
                 _ => None,
             };
             let mut verdict = self.rule.judge(c.distance, sim);
@@ -989,6 +1177,7 @@ impl Accepted {
             rule: Some(self.rule),
             relation: Some(self.relation),
             via: None,
+            segments: sim.and_then(|s| SegmentMatch::of(&s.segments)),
         };
         match (o.resolves_to().is_some(), o.matched) {
             (true, Some(target)) => MatchRef {
@@ -1032,7 +1221,87 @@ mod tests {
             template_bins: 0,
             a_shingles: na,
             b_shingles: nb,
+            segments: crate::segments::Overlap::default(),
         }
+    }
+
+    /// `s` with segment overlap: `shared` characters shared, A and B compared on `a` and `b`.
+    fn with_segments(mut s: Similarity, shared: u32, a: u32, b: u32) -> Similarity {
+        s.segments = crate::segments::Overlap {
+            shared: 1,
+            shared_chars: shared,
+            a: 2,
+            a_chars: a,
+            b: 2,
+            b_chars: b,
+            template_chars: 0,
+            template: 0,
+        };
+        s
+    }
+
+    /// Bins that pass a sketch rule do not make a duplicate when the clauses do not bear the
+    /// rule's direction out (two resolutions of one form, two days of one bulletin); with
+    /// too little text to compare, the bins decide as before.
+    #[test]
+    fn sketch_rules_need_their_direction_in_verbatim_clauses() {
+        let rule = DedupConfig::default();
+        let resembling = sim(27, 4, 4, 1000, 1000);
+        assert_eq!(
+            rule.rule_for(9, Some(resembling)),
+            Some(MatchRule::Resemblance)
+        );
+        assert_eq!(
+            rule.rule_for(9, Some(with_segments(resembling, 24, 154, 181))),
+            None
+        );
+        assert!(rule
+            .explain(9, Some(with_segments(resembling, 24, 154, 181)))
+            .contains("the clauses do not bear it out"));
+        assert_eq!(
+            rule.rule_for(9, Some(with_segments(resembling, 90, 154, 181))),
+            Some(MatchRule::Resemblance)
+        );
+        assert_eq!(
+            rule.rule_for(9, Some(with_segments(resembling, 10, 30, 30))),
+            Some(MatchRule::Resemblance)
+        );
+        // An extension: B 62% of A, its bins in A, but a third of its clauses.
+        let extended = sim(15, 16, 1, 1000, 620);
+        assert_eq!(
+            rule.rule_for(15, Some(extended)),
+            Some(MatchRule::Extension)
+        );
+        assert_eq!(
+            rule.rule_for(15, Some(with_segments(extended, 117, 544, 336))),
+            None
+        );
+    }
+
+    /// A B a fifth of A whose clauses are (nearly) all in A gets the topic check that the bins
+    /// alone give only from a quarter on, with the lower coherence bar.
+    #[test]
+    fn segments_whole_inside_open_the_topic_check_for_a_small_earlier_part() {
+        let rule = DedupConfig::default();
+        let small = sim(6, 26, 0, 1000, 180);
+        assert!(!rule.wants_topic(20, Some(small)));
+        let whole = with_segments(small, 130, 900, 150);
+        assert!(rule.wants_topic(20, Some(whole)));
+        let topic = |coherence| {
+            Some(Topic {
+                located: 30,
+                sampled: 32,
+                added_share: 0.8,
+                coherence,
+            })
+        };
+        assert_eq!(
+            rule.rule_for_with(20, Some(whole), topic(0.5)),
+            Some(MatchRule::Extension)
+        );
+        assert_eq!(rule.rule_for_with(20, Some(whole), topic(0.3)), None);
+        // Half its clauses only: not whole, no topic check.
+        assert!(!rule.wants_topic(20, Some(with_segments(small, 75, 900, 150))));
     }
 
     #[test]

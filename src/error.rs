@@ -33,8 +33,10 @@ pub enum IndexError {
         "index directory {dir} was built with a different fingerprint configuration.\n  \
          stored:  {stored}\n  current: {current}\n\
          Fingerprints from the two configurations are not comparable. Either run with the configuration \
-         the index was built with, or rebuild: move {dir} away and re-run `newsdedup batch` over the \
-         source data (or replay the input topic from the beginning with a new consumer group)."
+         the index was built with, or rebuild it into a new directory with this configuration: \
+         `newsdedup index rebuild --brokers ... --index-dir NEW_DIR` from the output topics (or \
+         `--input` from `batch` output), which keeps every decision (docs/OPERATIONS.md, \
+         \"Upgrading\"), then point the service at NEW_DIR."
     )]
     IdentityMismatch {
         dir: PathBuf,
@@ -43,10 +45,11 @@ pub enum IndexError {
     },
     #[error(
         "index directory {dir} has on-disk layout {stored}, this newsdedup reads {current}.\n\
-         The index must be rebuilt (there is no in-place upgrade): stop every process using it, \
-         delete (or move away) {dir}, then re-run `newsdedup batch` over the source data (or \
-         replay the input topic from the beginning with a new consumer group). The old directory \
-         is left as it was, so the previous newsdedup version can still open it."
+         The index must be rebuilt (there is no in-place upgrade): build a new directory with \
+         `newsdedup index rebuild --brokers ... --index-dir NEW_DIR` from the output topics (or \
+         `--input` from `batch` output), which keeps every decision, then point the service at \
+         NEW_DIR (docs/OPERATIONS.md, \"Upgrading\"). The old directory is left as it was, so the \
+         previous newsdedup version can still open it."
     )]
     FormatMismatch {
         dir: PathBuf,

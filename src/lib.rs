@@ -27,6 +27,7 @@ pub mod replay;
 pub mod replica;
 pub mod restore;
 pub mod runner;
+pub mod segments;
 pub mod service;
 pub mod settings;
 pub mod simhash;

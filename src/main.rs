@@ -12,7 +12,7 @@ use newsdedup::config::Config;
 use newsdedup::correct;
 use newsdedup::fingerprint::{Fingerprinter, ImageUse};
 use newsdedup::index::CorrectionKind;
-use newsdedup::index::{ArticleStore, RocksIndex};
+use newsdedup::index::{ArticleStore, Crowded, RocksIndex};
 use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::lines::Line;
 use newsdedup::replica::{self, TopicSource};
@@ -670,15 +670,18 @@ fn cmd_compare(
     let index = index_dir
         .map(|dir| components.open_index(dir, &fp))
         .transpose()?;
-    // The lookup's own answer: which of A's band buckets are crowded in that index.
+    // The lookup's own answer: which of A's band buckets are crowded in that index, and which
+    // of its segments are template.
     let lookup_error = std::cell::RefCell::new(None);
-    let crowded = |sketch: &newsdedup::sketch::Sketch| -> u16 {
-        let Some(index) = &index else { return 0 };
+    let crowded = |sketch: &newsdedup::sketch::Sketch| -> Crowded {
+        let Some(index) = &index else {
+            return Crowded::default();
+        };
         match index.sketch_lookup(sketch, &mut Vec::new()) {
-            Ok(mask) => mask,
+            Ok(crowded) => crowded,
             Err(e) => {
                 *lookup_error.borrow_mut() = Some(e);
-                0
+                Crowded::default()
             }
         }
     };

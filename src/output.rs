@@ -5,7 +5,9 @@
 
 use crate::article::Article;
 use crate::dedup::{Decision, Verdict};
-use crate::index::{CorrectionKind, CorrectionNote, MatchRef, MatchRule, Relation, StoredDecision};
+use crate::index::{
+    CorrectionKind, CorrectionNote, MatchRef, MatchRule, Relation, SegmentMatch, StoredDecision,
+};
 use crate::simhash::Fingerprint;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -88,6 +90,9 @@ pub struct MatchMember<'a> {
     /// The indexed article the match was found through (one an editor merged into the match).
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub via: Option<Cow<'a, str>>,
+    /// The segments shared with the match (`index::SegmentMatch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<SegmentMatch>,
 }
 
 /// The `correction` member: who corrected the decision, when, why, and what it was before.
@@ -170,6 +175,7 @@ impl<'a> MatchMember<'a> {
             rule: m.rule,
             relation: m.relation,
             via: m.via.as_deref().map(Cow::Borrowed),
+            segments: m.segments,
         }
     }
 }
@@ -192,6 +198,7 @@ impl MatchMember<'_> {
             rule: self.rule,
             relation: self.relation,
             via: self.via.as_deref().map(str::to_owned),
+            segments: self.segments,
         }
     }
 }

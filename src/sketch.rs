@@ -5,18 +5,22 @@
 //! handful of 4-grams, not a word's weight) and of the title. One-permutation hashing: each 4-gram
 //! hash (packed characters through a SplitMix64 finaliser) goes to one of 32 bins by its top 5 bits and the bin keeps the minimum of its low 32 bits,
 //! so a sketch costs one hash per character and 132 bytes of storage.
+//!
+//! The sketch also carries the text's segment signatures ([`crate::segments`]): which sentences
+//! two texts share, where the bins only estimate how much.
 
+use crate::segments::{Overlap, SegmentMask, Segments};
 use serde::{Deserialize, Serialize};
 
 pub const BINS: usize = 32;
-/// Size of the binary form (`to_bytes`).
+/// Size of the bins' binary form; the segment signatures follow it (see `to_bytes`).
 pub const SKETCH_BYTES: usize = (BINS + 1) * 4;
 /// Characters per shingle.
 pub const SHINGLE: usize = 4;
 const EMPTY: u32 = u32::MAX;
 
 /// Version of the sketch definition; part of the fingerprint identity.
-pub const SKETCH_VERSION: &str = "oph32-char4-splitmix/v1";
+pub const SKETCH_VERSION: &str = "oph32-char4-splitmix/v1+segments";
 
 /// Hash of a 4-character shingle: the three previous characters (packed, injective) and the new
 /// one, mixed with the SplitMix64/Murmur3 finaliser. A few arithmetic operations per character
@@ -36,6 +40,8 @@ pub struct Sketch {
     pub bins: [u32; BINS],
     /// Number of shingles (4-gram windows) in the text.
     pub shingles: u32,
+    /// The text's segment signatures.
+    pub segments: Segments,
 }
 
 /// Estimated resemblance of two texts A (`self` of [`Sketch::similarity`]) and B (`other`).
@@ -65,6 +71,8 @@ pub struct Similarity {
     /// where the bins only estimate.
     pub a_shingles: u32,
     pub b_shingles: u32,
+    /// The segments the two texts share, A's template segments left out.
+    pub segments: Overlap,
 }
 
 impl Similarity {
@@ -100,6 +108,10 @@ impl Similarity {
         self.a_bins() + self.b_only_bins
     }
 }
+
+/// The band number under which the index keeps segment entries (segment hash -> the unique
+/// articles holding it), beside the sketch's bands.
+pub const SEGMENT_BAND: u8 = 0x40;
 
 /// Bit `i` set: bin `i`. A set of bins, e.g. those whose value is common in the index.
 pub type BinMask = u32;
@@ -190,6 +202,17 @@ impl Sketch {
         })
     }
 
+    /// Every entry the index keeps for a unique article with this sketch, as (band number, key):
+    /// its LSH bands ([`Sketch::bands`]) and its indexed segments (band [`SEGMENT_BAND`], the
+    /// segment's hash; see [`Segments::indexed`]).
+    pub fn entries(&self) -> impl Iterator<Item = (usize, u64)> + '_ {
+        self.bands().chain(
+            self.segments
+                .indexed()
+                .map(|h| (usize::from(SEGMENT_BAND), u64::from(h))),
+        )
+    }
+
     /// Sketch of already-cleaned text. Only letters and digits count: punctuation, whitespace and
     /// symbols differ between copies without changing the story.
     pub fn of(text: &str) -> Sketch {
@@ -201,7 +224,11 @@ impl Sketch {
             }
             shingles = shingles.saturating_add(1);
         });
-        Sketch { bins, shingles }
+        Sketch {
+            bins,
+            shingles,
+            segments: Segments::of(text),
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -232,6 +259,18 @@ impl Sketch {
     /// from the 4-grams that are not common. B's own smaller values (B only) stay: they are not
     /// the common value.
     pub fn similarity_discounting(&self, other: &Sketch, common: BinMask) -> Similarity {
+        self.similarity_with(other, common, 0)
+    }
+
+    /// [`Sketch::similarity_discounting`], and the segments shared with `template` (A's segments
+    /// that many indexed articles hold) left out.
+    pub fn similarity_with(
+        &self,
+        other: &Sketch,
+        common: BinMask,
+        template: SegmentMask,
+    ) -> Similarity {
+        let segments = self.segments.overlap(&other.segments, template);
         let mut none = Similarity {
             jaccard: 0.0,
             containment: 0.0,
@@ -243,6 +282,7 @@ impl Sketch {
             template_bins: 0,
             a_shingles: self.shingles,
             b_shingles: other.shingles,
+            segments,
         };
         if self.is_empty() || other.is_empty() {
             return none;
@@ -302,63 +342,73 @@ impl Sketch {
             template_bins: template,
             a_shingles: self.shingles,
             b_shingles: other.shingles,
+            segments,
         }
     }
 
-    /// Binary form: 32 little-endian u32 bins, then the shingle count (132 bytes).
-    pub fn to_bytes(&self) -> [u8; SKETCH_BYTES] {
-        let mut out = [0u8; SKETCH_BYTES];
-        for (chunk, v) in out
-            .chunks_exact_mut(4)
-            .zip(self.bins.iter().chain(std::iter::once(&self.shingles)))
-        {
-            chunk.copy_from_slice(&v.to_le_bytes());
+    /// Binary form: 32 little-endian u32 bins, then the shingle count (132 bytes), then the
+    /// segment signatures (`Segments::write`: 9 bytes and 5 per segment).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(SKETCH_BYTES + 9 + 5 * crate::segments::MAX_SEGMENTS);
+        for v in self.bins.iter().chain(std::iter::once(&self.shingles)) {
+            out.extend_from_slice(&v.to_le_bytes());
         }
+        self.segments.write(&mut out);
         out
     }
 
+    /// The binary form, whole.
     pub fn from_bytes(bytes: &[u8]) -> Option<Sketch> {
-        if bytes.len() != SKETCH_BYTES {
-            return None;
+        match Sketch::read(bytes) {
+            Some((sketch, used)) if used == bytes.len() => Some(sketch),
+            _ => None,
         }
+    }
+
+    /// The binary form at the start of `bytes`, and its length. None if it is truncated or
+    /// malformed (a sketch written before segments were kept included).
+    pub fn read(bytes: &[u8]) -> Option<(Sketch, usize)> {
+        let head = bytes.get(..SKETCH_BYTES)?;
         let word = |i: usize| {
             u32::from_le_bytes([
-                bytes[4 * i],
-                bytes[4 * i + 1],
-                bytes[4 * i + 2],
-                bytes[4 * i + 3],
+                head[4 * i],
+                head[4 * i + 1],
+                head[4 * i + 2],
+                head[4 * i + 3],
             ])
         };
         let mut bins = [EMPTY; BINS];
         for (i, b) in bins.iter_mut().enumerate() {
             *b = word(i);
         }
-        Some(Sketch {
-            bins,
-            shingles: word(BINS),
-        })
+        let (segments, used) = Segments::read(&bytes[SKETCH_BYTES..])?;
+        Some((
+            Sketch {
+                bins,
+                shingles: word(BINS),
+                segments,
+            },
+            SKETCH_BYTES + used,
+        ))
     }
 
-    /// 132 bytes: 32 little-endian u32 bins then the shingle count, hex encoded for storage.
+    /// The binary form, hex encoded (JSON outputs and stored records).
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity((BINS + 1) * 8);
-        for v in self.bins.iter().chain(std::iter::once(&self.shingles)) {
-            s.push_str(&format!("{v:08x}"));
+        let mut s = String::new();
+        for b in self.to_bytes() {
+            s.push_str(&format!("{b:02x}"));
         }
         s
     }
 
     pub fn from_hex(s: &str) -> Option<Sketch> {
-        if s.len() != (BINS + 1) * 8 || !s.is_ascii() {
+        if s.len() % 2 != 0 || !s.is_ascii() {
             return None;
         }
-        let mut words = (0..=BINS).map(|i| u32::from_str_radix(&s[i * 8..i * 8 + 8], 16).ok());
-        let mut bins = [EMPTY; BINS];
-        for b in bins.iter_mut() {
-            *b = words.next()??;
-        }
-        let shingles = words.next()??;
-        Some(Sketch { bins, shingles })
+        let bytes: Option<Vec<u8>> = (0..s.len() / 2)
+            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).ok())
+            .collect();
+        Sketch::from_bytes(&bytes?)
     }
 }
 
@@ -555,7 +605,11 @@ mod tests {
             }
             prev3 = ((prev3 << 21) | code) & ((1 << 63) - 1);
         }
-        Sketch { bins, shingles }
+        Sketch {
+            bins,
+            shingles,
+            segments: Segments::of(text),
+        }
     }
 
     #[test]

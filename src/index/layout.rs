@@ -35,7 +35,7 @@
 //! stream time: 4 x 8 bytes BE), the read positions of a rebuilt index, and the pairs editors
 //! separated (`pair/...`, see `META_PAIR_PREFIX`).
 
-use crate::simhash::{Fingerprint, BLOCKS};
+use crate::simhash::BLOCKS;
 
 pub const BLOCK_FAMILIES: [&str; BLOCKS] = ["block0", "block1", "block2", "block3"];
 pub const BANDS_FAMILY: &str = "bands";
@@ -105,23 +105,21 @@ pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`): it must be rebuilt, except one of [`UPGRADABLE_FORMATS`]. 8: one
-/// key per block bucket, its articles packed in the value (a 6 or 7 index is repacked in place on
-/// open; a 7 binary refuses the result). 7: the
-/// band entries of recent articles are ingested as files, under `BANDED_BELOW_KEY` (a 6 index
-/// is upgraded in place on open; a 6 binary refuses the result). 6: block and band entries name articles by
-/// sequence number, the `ids` family holds each id once. 5: one `bands` key per bucket, its
-/// articles in the value. 4: the `bands` family also holds the
-/// sketch's single-bin containment bands (band numbers 8..12). 3: event times, the `expiry` family
-/// and the stream time (the retention window). 2: sketch bands in their own `bands` family (1: in
-/// the block families, flagged by the top bit of the sequence number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/8";
-/// The earlier layouts an open upgrades in place: one block key per entry (`LEGACY_BLOCK_KEY_LEN`),
-/// and in a 6 index all band entries in the family (no bound of those held in memory).
-pub const UPGRADABLE_FORMATS: [&str; 2] = ["newsdedup-index/6", "newsdedup-index/7"];
-/// First byte of an `articles` value; then one byte (1 if a sketch follows), the 132-byte binary
-/// sketch if so, then the JSON record without its sketch.
-pub const ARTICLE_VALUE_FORMAT: u8 = 2;
+/// (`IndexError::FormatMismatch`) with an error that says how to rebuild it (`index rebuild`). 9:
+/// each article's segment signatures stored with its sketch, and the segment entries of unique
+/// articles in `bands` (band number `SEGMENT_BAND`). 8: one key per block bucket, its articles
+/// packed in the value. 7: the band entries of recent articles are ingested as files, under
+/// `BANDED_BELOW_KEY`. 6: block and band entries name articles by sequence number, the `ids`
+/// family holds each id once. 5: one `bands` key per bucket, its articles in the value. 4: the
+/// `bands` family also holds the sketch's single-bin containment bands (band numbers 8..12). 3:
+/// event times, the `expiry` family and the stream time (the retention window). 2: sketch bands in
+/// their own `bands` family (1: in the block families, flagged by the top bit of the sequence
+/// number).
+pub const FORMAT_VERSION: &str = "newsdedup-index/9";
+/// First byte of an `articles` value; then one byte (1 if a sketch follows), the binary sketch if
+/// so (132 bytes of bins, then the segment signatures: `Sketch::to_bytes`), then the JSON record
+/// without its sketch.
+pub const ARTICLE_VALUE_FORMAT: u8 = 3;
 
 pub const BLOCK_KEY_LEN: usize = 2;
 
@@ -133,21 +131,6 @@ pub fn block_key(block: u16) -> [u8; BLOCK_KEY_LEN] {
 /// The block value of a block bucket's key, or None if it is not one.
 pub fn parse_block_key(key: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes(key.try_into().ok()?))
-}
-
-/// Length of a block key of formats 6 and 7: block value (2 bytes) || fingerprint (8, BE) ||
-/// sequence number (8, BE), one key per entry and no value. Read only by the upgrade.
-pub const LEGACY_BLOCK_KEY_LEN: usize = 18;
-
-/// (block, fingerprint, seq) of a format 6 or 7 block key, or None if it is not one.
-pub fn parse_legacy_block_key(key: &[u8]) -> Option<(u16, Fingerprint, u64)> {
-    if key.len() != LEGACY_BLOCK_KEY_LEN {
-        return None;
-    }
-    let block = u16::from_be_bytes([key[0], key[1]]);
-    let fp = u64::from_be_bytes(key[2..10].try_into().ok()?);
-    let seq = u64::from_be_bytes(key[10..18].try_into().ok()?);
-    Some((block, Fingerprint(fp), seq))
 }
 
 pub const ID_KEY_LEN: usize = 8;
@@ -223,15 +206,6 @@ mod tests {
         assert!(block_key(1) < block_key(2));
         assert!(block_key(0xff) < block_key(0x100));
         assert_eq!(parse_block_key(b"abc"), None);
-        let mut legacy = [0u8; LEGACY_BLOCK_KEY_LEN];
-        legacy[0..2].copy_from_slice(&0xabcdu16.to_be_bytes());
-        legacy[2..10].copy_from_slice(&0x1122334455667788u64.to_be_bytes());
-        legacy[10..18].copy_from_slice(&42u64.to_be_bytes());
-        assert_eq!(
-            parse_legacy_block_key(&legacy),
-            Some((0xabcd, Fingerprint(0x1122334455667788), 42))
-        );
-        assert_eq!(parse_legacy_block_key(&block_key(1)), None);
     }
 
     #[test]

@@ -91,6 +91,40 @@ pub struct MatchRef {
     /// match by an editor (`distance` and the scores then describe the article and `via`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub via: Option<String>,
+    /// The segments (sentences) the article shares with the match, when both have any to
+    /// compare: what an auditor reads to see which text is repeated, in each direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<SegmentMatch>,
+}
+
+/// The segments a duplicate shares with its match (`match.segments`): counted over the part of
+/// both texts their segment samples cover, template segments (held by many indexed articles)
+/// left out and counted apart.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SegmentMatch {
+    /// Segments both hold verbatim, and their letters and digits.
+    pub shared: u32,
+    pub shared_chars: u32,
+    /// Share of this article's compared text in segments the match holds (rounded to 0.001).
+    pub in_match: Option<f64>,
+    /// Share of the match's compared text in segments this article holds.
+    pub of_match: Option<f64>,
+    /// Template segments of this article left out.
+    pub template: u32,
+}
+
+impl SegmentMatch {
+    /// From the second check's segment overlap; None when neither text had segments compared.
+    pub fn of(o: &crate::segments::Overlap) -> Option<SegmentMatch> {
+        let round = |x: f64| (x * 1000.0).round() / 1000.0;
+        (o.a > 0 || o.b > 0 || o.template > 0).then(|| SegmentMatch {
+            shared: o.shared,
+            shared_chars: o.shared_chars,
+            in_match: o.a_in_b().map(round),
+            of_match: o.b_in_a().map(round),
+            template: o.template,
+        })
+    }
 }
 
 /// Why an article is a duplicate of its match.
@@ -421,6 +455,19 @@ pub struct IndexCounts {
     pub stream_time_ms: i64,
 }
 
+/// A segment held by this many unique articles or more is template text (a court's or a
+/// tender's form, a portal's chrome): left out of the second check and of candidate finding.
+pub const TEMPLATE_SEGMENT_ARTICLES: u64 = 3;
+
+/// What a new article shares with too many indexed ones to say anything about a pair: its sketch
+/// bands whose buckets are crowded (bit `b`: band `b`), and its kept segments held by
+/// [`TEMPLATE_SEGMENT_ARTICLES`] or more unique articles (bit `i`: the `i`-th kept segment).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Crowded {
+    pub bands: u16,
+    pub segments: crate::segments::SegmentMask,
+}
+
 /// The storage interface of the decision. One writer at a time (`&mut self` on insert).
 pub trait ArticleStore {
     /// The stored record of an already-decided article id.
@@ -438,26 +485,17 @@ pub trait ArticleStore {
         out: &mut Vec<Candidate>,
     ) -> Result<(), IndexError>;
     /// Appends to `out` the (seq, id) of every searchable article whose content sketch shares an
-    /// LSH band with `sketch`. Each article once.
-    fn sketch_candidates(
-        &self,
-        sketch: &Sketch,
-        out: &mut Vec<(u64, String)>,
-    ) -> Result<(), IndexError>;
-    /// As `sketch_candidates`, and says which of the sketch's bands are crowded (bit `b`: band
-    /// `b`'s bucket is held by more articles than its cap): their values are template text that
-    /// the second check discounts. Stores that do not know return 0.
+    /// LSH band with `sketch`, or that holds one of its searchable segments (not a template one).
+    /// Each article once. Returns what is crowded (see [`Crowded`]): template text that the
+    /// second check discounts.
     fn sketch_lookup(
         &self,
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
-    ) -> Result<u16, IndexError> {
-        self.sketch_candidates(sketch, out)?;
-        Ok(0)
-    }
+    ) -> Result<Crowded, IndexError>;
     /// Both candidate searches at once (`candidates` into `candidates`, and `sketch_lookup` into
-    /// `banded` when a sketch is given); stores may share work between them. Returns the crowded
-    /// bands of `sketch` (0 without one).
+    /// `banded` when a sketch is given); stores may share work between them. Returns what is
+    /// crowded (nothing without a sketch).
     fn lookup(
         &self,
         fp: Fingerprint,
@@ -465,11 +503,11 @@ pub trait ArticleStore {
         sketch: Option<&Sketch>,
         candidates: &mut Vec<Candidate>,
         banded: &mut Vec<(u64, String)>,
-    ) -> Result<u16, IndexError> {
+    ) -> Result<Crowded, IndexError> {
         self.candidates(fp, max_distance, candidates)?;
         match sketch {
             Some(sketch) => self.sketch_lookup(sketch, banded),
-            None => Ok(0),
+            None => Ok(Crowded::default()),
         }
     }
     /// Atomically records `article` under `id`; when `searchable`, also adds its fingerprint to the

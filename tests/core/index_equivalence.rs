@@ -191,6 +191,7 @@ fn random_sketch(rng: &mut SmallRng) -> Sketch {
     Sketch {
         bins,
         shingles: 1000,
+        segments: newsdedup::segments::Segments::default(),
     }
 }
 

@@ -515,7 +515,7 @@ impl RocksIndex {
                 }
                 report.expected_entries += BLOCKS as u64;
                 if let Some(sketch) = &art.sketch {
-                    for (band, bkey) in sketch.bands() {
+                    for (band, bkey) in sketch.entries() {
                         report.expected_band_entries += 1;
                         let key = band_key(band as u8, bkey);
                         let stored = self
@@ -621,7 +621,8 @@ impl RocksIndex {
                     .problems
                     .extend(self.check_entry(BANDS_FAMILY, seq, |art| {
                         art.sketch.is_some_and(|s| {
-                            s.bands().any(|(b, k)| b == usize::from(band) && k == bkey)
+                            s.entries()
+                                .any(|(b, k)| b == usize::from(band) && k == bkey)
                         })
                     })?);
             }
@@ -839,6 +840,7 @@ mod tests {
     use crate::fingerprint::FingerprintIdentity;
     use crate::index::recent::RecentBands;
     use crate::index::{IndexConfig, StoredDecision};
+    use crate::segments::Segments;
     use crate::simhash::Fingerprint;
     use crate::sketch::{Sketch, ALL_BANDS as ALL_BANDS_N, BINS};
     use crate::time::TimeSpan;
@@ -871,6 +873,7 @@ mod tests {
             sketch: Some(Sketch {
                 bins,
                 shingles: 1000,
+                segments: Segments::default(),
             }),
             revision: None,
             correction: None,
@@ -889,6 +892,91 @@ mod tests {
             it.next();
         }
         n
+    }
+
+    /// An index of the previous layout (no segment signatures) is refused at open, with an error
+    /// that names the way over (`index rebuild`), and the directory is left as it was.
+    #[test]
+    fn an_index_of_the_previous_layout_is_refused_naming_index_rebuild() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig::default();
+        let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        index
+            .db
+            .put_cf(
+                index.cf(META).unwrap(),
+                layout::META_FORMAT,
+                "newsdedup-index/8",
+            )
+            .unwrap();
+        drop(index);
+        let Err(e) = RocksIndex::open(dir.path(), &identity(), &config) else {
+            panic!("an index of layout 8 was opened");
+        };
+        let message = e.to_string();
+        assert!(matches!(e, IndexError::FormatMismatch { .. }), "{message}");
+        assert!(message.contains("newsdedup-index/8"), "{message}");
+        assert!(message.contains("newsdedup index rebuild"), "{message}");
+        let Err(again) = RocksIndex::open(dir.path(), &identity(), &config) else {
+            panic!("refused once, opened the second time");
+        };
+        assert!(matches!(again, IndexError::FormatMismatch { .. }));
+    }
+
+    /// A unique article's segment entries find it from a later text that holds it whole however
+    /// small a part of it it is (no band in common), and a segment many unique articles hold is
+    /// template: it names no candidate and the lookup says so.
+    #[test]
+    fn segment_entries_find_a_small_earlier_part_and_count_template_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
+        let statement = "外交部发言人今天表示中方坚决反对任何形式的单边制裁措施。\
+            中方敦促有关方面立即停止干涉别国内政的错误做法。";
+        let background: String = (0..30)
+            .map(|i| {
+                format!("背景资料第{i}部分介绍了相关国家近年来在贸易领域的多次摩擦和谈判进程。")
+            })
+            .collect();
+        let mut earlier = article(0, 0, 1);
+        earlier.sketch = Some(Sketch::of(statement));
+        index.insert("statement", &earlier, true).unwrap();
+        let later = Sketch::of(&format!("{statement}\n{background}"));
+        assert!(later
+            .bands()
+            .all(|b| !earlier.sketch.unwrap().bands().any(|x| x == b)));
+        let mut found = Vec::new();
+        let crowded = index.sketch_lookup(&later, &mut found).unwrap();
+        assert_eq!(found, [(0, "statement".to_owned())]);
+        assert_eq!(crowded.segments, 0);
+
+        // The same court form in three more rulings: template, no longer a way to a candidate.
+        let form = "本判决为终审判决，自宣告之日起发生法律效力。如不服本判决可在判决书送达之日起十日内向本院递交上诉状。";
+        for (i, who) in ["张某", "李某", "王某"].into_iter().enumerate() {
+            let mut ruling = article(i as u64 + 1, 0, i as u32 + 2);
+            let facts = format!(
+                "被告人{who}于{}年犯盗窃罪一案经审理查明事实清楚。",
+                2001 + i
+            );
+            ruling.sketch = Some(Sketch::of(&format!("{facts}{form}")));
+            index.insert(&format!("ruling-{i}"), &ruling, true).unwrap();
+        }
+        let fourth = Sketch::of(&format!(
+            "被告人赵某于2009年犯诈骗罪一案经审理查明证据确实。{form}"
+        ));
+        let form_segments: u64 = fourth
+            .segments
+            .iter()
+            .enumerate()
+            .filter(|(_, (h, len))| {
+                *len >= crate::segments::SEARCHABLE_SEGMENT_CHARS
+                    && Sketch::of(form).segments.iter().any(|(g, _)| g == *h)
+            })
+            .map(|(i, _)| 1 << i)
+            .sum();
+        assert_eq!(form_segments.count_ones(), 2);
+        let mut found = Vec::new();
+        let crowded = index.sketch_lookup(&fourth, &mut found).unwrap();
+        assert_eq!(crowded.segments, form_segments);
     }
 
     /// `stats` splits the disk use by family: nothing in SST files before a flush (all of it is
@@ -988,7 +1076,7 @@ mod tests {
         );
         let mut banded = Vec::new();
         index
-            .sketch_candidates(b.sketch.as_ref().unwrap(), &mut banded)
+            .sketch_lookup(b.sketch.as_ref().unwrap(), &mut banded)
             .unwrap();
         assert_eq!(banded, [(1, "b".to_owned())]);
 
@@ -1011,7 +1099,7 @@ mod tests {
             );
         }
         let err = index
-            .sketch_candidates(b.sketch.as_ref().unwrap(), &mut banded)
+            .sketch_lookup(b.sketch.as_ref().unwrap(), &mut banded)
             .unwrap_err();
         assert!(
             matches!(err, IndexError::Corrupt { .. })
@@ -1131,7 +1219,7 @@ mod tests {
             index.candidates(query.fingerprint, 3, &mut blocks).unwrap();
             let mut banded = Vec::new();
             index
-                .sketch_candidates(query.sketch.as_ref().unwrap(), &mut banded)
+                .sketch_lookup(query.sketch.as_ref().unwrap(), &mut banded)
                 .unwrap();
             assert!(blocks.iter().any(|c| c.id == "a7"), "{blocks:?}");
             (blocks, banded)
@@ -1180,7 +1268,7 @@ mod tests {
             }
         }
         let mut found = Vec::new();
-        index.sketch_candidates(&q, &mut found).unwrap();
+        index.sketch_lookup(&q, &mut found).unwrap();
         assert!(found.is_empty(), "{found:?}");
 
         index.flush().unwrap();
@@ -1196,7 +1284,7 @@ mod tests {
             .compact_range_cf(bands, None::<&[u8]>, None::<&[u8]>);
         assert_eq!(band_keys(&index), 5 * ALL_BANDS - 4 + ALL_BANDS);
         index
-            .sketch_candidates(kept.sketch.as_ref().unwrap(), &mut found)
+            .sketch_lookup(kept.sketch.as_ref().unwrap(), &mut found)
             .unwrap();
         assert_eq!(found, vec![(10, "new".to_owned())]);
         assert!(index.verify().unwrap().problems.is_empty());
@@ -1241,7 +1329,7 @@ mod tests {
         for (seq, a) in articles.iter().enumerate() {
             let mut found = Vec::new();
             index
-                .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+                .sketch_lookup(a.sketch.as_ref().unwrap(), &mut found)
                 .unwrap();
             assert_eq!(found, [(seq as u64, format!("a{seq}"))]);
         }
@@ -1256,130 +1344,6 @@ mod tests {
         assert_eq!(report.band_entries, 30 * ALL_BANDS_N as u64);
     }
 
-    /// An index of format 6 (every band entry in the family, no bound) is upgraded in place on
-    /// open: the bound is its next sequence number, nothing is read back, and what it holds is
-    /// found; a later article's entries are held in memory.
-    /// Rewrites the block families of `index` as formats 6 and 7 wrote them (one 18-byte key
-    /// per entry, no value), except the families in `keep` (an upgrade cut short after them).
-    fn write_legacy_blocks(index: &RocksIndex, keep: &[&str]) {
-        for name in BLOCK_FAMILIES.iter().filter(|n| !keep.contains(n)) {
-            let cf = index.cf(name).unwrap();
-            let mut buckets = Vec::new();
-            let mut it = index.db.raw_iterator_cf_opt(cf, total_order());
-            it.seek_to_first();
-            while let (Some(key), Some(value)) = (it.key(), it.value()) {
-                let entries: Vec<_> = block_bucket::entries(value).unwrap().collect();
-                buckets.push((parse_block_key(key).unwrap(), entries));
-                it.next();
-            }
-            drop(it);
-            for (block, entries) in buckets {
-                index.db.delete_cf(cf, block_key(block)).unwrap();
-                for (fp, seq) in entries {
-                    let mut k = block.to_be_bytes().to_vec();
-                    k.extend_from_slice(&fp.0.to_be_bytes());
-                    k.extend_from_slice(&seq.to_be_bytes());
-                    index.db.put_cf(cf, k, []).unwrap();
-                }
-            }
-        }
-    }
-
-    /// Block family keys of `index`: (bucket keys, other keys).
-    fn block_keys(index: &RocksIndex) -> (usize, usize) {
-        let (mut buckets, mut other) = (0, 0);
-        for name in BLOCK_FAMILIES {
-            let mut it = index
-                .db
-                .raw_iterator_cf_opt(index.cf(name).unwrap(), total_order());
-            it.seek_to_first();
-            while let Some(key) = it.key() {
-                if parse_block_key(key).is_some() {
-                    buckets += 1;
-                } else {
-                    other += 1;
-                }
-                it.next();
-            }
-        }
-        (buckets, other)
-    }
-
-    /// An index of format 6 (no bound of the band entries held in memory) or 7 (the bound), both
-    /// with one block key per entry, is upgraded on open: its block entries repacked into buckets
-    /// (also when an earlier upgrade was cut short after one family), the bound written for a 6.
-    /// Lookups find what they found before, and `verify` passes.
-    #[test]
-    fn formats_6_and_7_are_upgraded_in_place() {
-        for (old, keep) in [
-            (layout::UPGRADABLE_FORMATS[0], &[][..]),
-            (layout::UPGRADABLE_FORMATS[1], &[BLOCK_FAMILIES[0]][..]),
-        ] {
-            let dir = tempfile::tempdir().unwrap();
-            let config = IndexConfig::default();
-            let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
-            let a = article(0, 0, 1);
-            // Within distance 2 of `a` (two blocks shared), and one sharing no block.
-            let mut near = article(1, 0, 2);
-            near.fingerprint = Fingerprint(a.fingerprint.0 ^ 0b101);
-            let far = article(2, 0, 3);
-            for (id, x) in [("a", &a), ("near", &near), ("far", &far)] {
-                index.insert(id, x, true).unwrap();
-            }
-            let lookups = |index: &RocksIndex| {
-                [&a, &near, &far].map(|x| {
-                    let mut out = Vec::new();
-                    index.candidates(x.fingerprint, 3, &mut out).unwrap();
-                    out.into_iter().map(|c| c.id).collect::<Vec<_>>()
-                })
-            };
-            let before = lookups(&index);
-            assert_eq!(before[0], ["a", "near"]);
-            assert_eq!(before[2], ["far"]);
-            index.flush().unwrap();
-            write_legacy_blocks(&index, keep);
-            let legacy = block_keys(&index);
-            assert!(legacy.1 > 0, "{old}: {legacy:?}");
-            if old == layout::UPGRADABLE_FORMATS[0] {
-                index
-                    .db
-                    .delete_cf(index.cf(BANDS_FAMILY).unwrap(), BANDED_BELOW_KEY)
-                    .unwrap();
-            }
-            index
-                .db
-                .put_cf(index.cf(META).unwrap(), layout::META_FORMAT, old)
-                .unwrap();
-            drop(index);
-
-            let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
-            let format = index
-                .db
-                .get_cf(index.cf(META).unwrap(), layout::META_FORMAT)
-                .unwrap();
-            assert_eq!(format.as_deref(), Some(layout::FORMAT_VERSION.as_bytes()));
-            assert_eq!(block_keys(&index).1, 0, "{old}: every entry repacked");
-            assert_eq!(lookups(&index), before, "{old}");
-            assert_eq!(index.recent().banded_below(), 3, "{old}");
-            assert!(index.recent().is_empty());
-            let b = article(3, 0, 4);
-            index.insert("b", &b, true).unwrap();
-            assert_eq!(index.recent().entries(), ALL_BANDS_N);
-            for (seq, x) in [&a, &b].into_iter().enumerate() {
-                let mut found = Vec::new();
-                index
-                    .sketch_candidates(x.sketch.as_ref().unwrap(), &mut found)
-                    .unwrap();
-                assert_eq!(found.len(), 1, "{seq}: {found:?}");
-            }
-            let report = index.verify().unwrap();
-            assert!(report.problems.is_empty(), "{old}: {:?}", report.problems);
-            assert_eq!(report.block_entries, 16);
-        }
-    }
-
-    /// A removed or replaced article whose band entries are still in memory leaves no trace: its
-    /// buckets are gone from lookups, from `verify`'s count and from the file written out.
     #[test]
     fn removing_an_article_held_in_memory_drops_its_entries() {
         let dir = tempfile::tempdir().unwrap();
@@ -1392,7 +1356,7 @@ mod tests {
         assert_eq!(index.recent().entries(), ALL_BANDS_N);
         let mut found = Vec::new();
         index
-            .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+            .sketch_lookup(a.sketch.as_ref().unwrap(), &mut found)
             .unwrap();
         assert!(found.is_empty(), "{found:?}");
         index.flush().unwrap();
@@ -1418,7 +1382,7 @@ mod tests {
         let found = |index: &RocksIndex, a: &StoredArticle| {
             let mut found = Vec::new();
             index
-                .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+                .sketch_lookup(a.sketch.as_ref().unwrap(), &mut found)
                 .unwrap();
             found
         };
@@ -1586,7 +1550,7 @@ mod tests {
             let mut found = Vec::new();
             let a = &articles[probe as usize];
             index
-                .sketch_candidates(a.sketch.as_ref().unwrap(), &mut found)
+                .sketch_lookup(a.sketch.as_ref().unwrap(), &mut found)
                 .unwrap();
             assert_eq!(found, [(probe, format!("a{probe}"))]);
         }
@@ -1652,7 +1616,7 @@ mod tests {
         );
         let mut found = Vec::new();
         index
-            .sketch_candidates(articles[3].sketch.as_ref().unwrap(), &mut found)
+            .sketch_lookup(articles[3].sketch.as_ref().unwrap(), &mut found)
             .unwrap();
         assert_eq!(found, [(3, "a3".to_owned())]);
         auto_compactions(&index, "false");

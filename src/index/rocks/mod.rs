@@ -24,13 +24,13 @@ pub use read::CROWDED_LOOKUPS;
 pub use write::{BUCKET_WRITE_BACKS, EXPIRED_ARTICLES, EXPIRE_BATCH};
 
 use super::layout::{
-    self, block_key, id_key, parse_id_key, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY, BAND_KEY_LEN,
-    BLOCK_FAMILIES, BLOCK_KEY_LEN, EXPIRY, IDS, LEGACY_BLOCK_KEY_LEN, META,
+    self, id_key, parse_id_key, ARTICLES, BANDED_BELOW_KEY, BANDS_FAMILY, BAND_KEY_LEN,
+    BLOCK_FAMILIES, BLOCK_KEY_LEN, EXPIRY, IDS, META,
 };
 use super::recent::{RecentBands, RecentChange};
 use super::IndexConfig;
 use super::{block_bucket, bucket};
-use super::{ArticleStore, Candidate, IndexCounts, PairChange, StoredArticle};
+use super::{ArticleStore, Candidate, Crowded, IndexCounts, PairChange, StoredArticle};
 use crate::error::IndexError;
 use crate::fingerprint::FingerprintIdentity;
 use crate::simhash::{Fingerprint, BLOCKS};
@@ -243,8 +243,7 @@ impl RocksIndex {
                 |_: &[u8], _: Option<&[u8]>, ops: &MergeOperands| block_bucket::combine(ops),
             );
             // A bucket whose articles have all been removed leaves an empty value, dropped when a
-            // compaction next rewrites it. Only a bucket's key: a format 6 or 7 entry (an empty
-            // value under an 18-byte key) stays until the upgrade repacks it.
+            // compaction next rewrites it.
             opts.set_compaction_filter(
                 "newsdedup.empty_block_bucket",
                 |_, key: &[u8], v: &[u8]| {
@@ -325,106 +324,19 @@ impl RocksIndex {
             .db
             .get_cf(index.cf(META)?, layout::META_FORMAT)
             .map_err(rocks_err(dir))?;
-        let upgradable = match stored.as_deref() {
-            Some(f) if layout::UPGRADABLE_FORMATS.iter().any(|u| f == u.as_bytes()) => true,
-            Some(f) if f != layout::FORMAT_VERSION.as_bytes() => {
+        if let Some(f) = stored.as_deref() {
+            if f != layout::FORMAT_VERSION.as_bytes() {
                 return Err(IndexError::FormatMismatch {
                     dir: dir.to_owned(),
                     stored: String::from_utf8_lossy(f).into_owned(),
                     current: layout::FORMAT_VERSION.to_owned(),
                 });
             }
-            _ => false,
-        };
-        index.counts = index.read_counts()?;
-        if upgradable {
-            index.upgrade()?;
         }
+        index.counts = index.read_counts()?;
         index.separated = index.read_separated()?;
         index.recover_recent()?;
         Ok(index)
-    }
-
-    /// Format 6 or 7 to 8 in place: every block family's entries repacked into one value per
-    /// bucket, then (a 6 index: every band entry is in the family, so the bound of `recent` is
-    /// the next sequence number) the bound, with the new format, in one write. Each bucket is
-    /// repacked in one atomic write, so an upgrade cut short is finished by the next open.
-    fn upgrade(&self) -> Result<(), IndexError> {
-        for name in BLOCK_FAMILIES {
-            self.repack_block_family(name)?;
-        }
-        let mut batch = WriteBatch::default();
-        let bands = self.cf(BANDS_FAMILY)?;
-        if self
-            .db
-            .get_pinned_cf(bands, BANDED_BELOW_KEY)
-            .map_err(rocks_err(&self.dir))?
-            .is_none()
-        {
-            batch.put_cf(bands, BANDED_BELOW_KEY, self.counts.next_seq.to_be_bytes());
-        }
-        batch.put_cf(
-            self.cf(META)?,
-            layout::META_FORMAT,
-            layout::FORMAT_VERSION.as_bytes(),
-        );
-        self.db.write(batch).map_err(rocks_err(&self.dir))
-    }
-
-    /// Rewrites the format 6 or 7 entries of one block family (one key per entry, sorted by
-    /// bucket) as buckets: each bucket's value put and its old keys deleted in one write, then
-    /// the family compacted so lookups do not step over the deletions.
-    fn repack_block_family(&self, name: &str) -> Result<(), IndexError> {
-        let cf = self.cf(name)?;
-        let err = rocks_err(&self.dir);
-        let mut it = self.db.raw_iterator_cf_opt(cf, admin::total_order());
-        it.seek_to_first();
-        let mut batch = WriteBatch::default();
-        let mut bucket: Option<u16> = None;
-        let mut entries: Vec<(Fingerprint, u64)> = Vec::new();
-        let mut repacked = false;
-        let mut finish = |batch: &mut WriteBatch, block: u16, entries: &mut Vec<_>| {
-            let mut from = block_key(block).to_vec();
-            from.push(0);
-            let mut to = block_key(block).to_vec();
-            to.extend_from_slice(&[0xff; LEGACY_BLOCK_KEY_LEN - BLOCK_KEY_LEN + 1]);
-            batch.put_cf(cf, block_key(block), block_bucket::value_of(entries));
-            batch.delete_range_cf(cf, from, to);
-            entries.clear();
-            repacked = true;
-        };
-        while let Some(key) = it.key() {
-            if key.len() == BLOCK_KEY_LEN {
-                // A bucket repacked by an upgrade cut short.
-                it.next();
-                continue;
-            }
-            let Some((block, fp, seq)) = layout::parse_legacy_block_key(key) else {
-                return Err(IndexError::Corrupt {
-                    dir: self.dir.clone(),
-                    message: format!("{name}: malformed key {key:02x?}"),
-                });
-            };
-            if let Some(b) = bucket.filter(|&b| b != block) {
-                finish(&mut batch, b, &mut entries);
-                if batch.len() >= 2048 {
-                    self.db.write(std::mem::take(&mut batch)).map_err(&err)?;
-                }
-            }
-            bucket = Some(block);
-            entries.push((fp, seq));
-            it.next();
-        }
-        it.status().map_err(&err)?;
-        drop(it);
-        if let Some(b) = bucket {
-            finish(&mut batch, b, &mut entries);
-        }
-        self.db.write(batch).map_err(&err)?;
-        if repacked {
-            self.db.compact_range_cf(cf, None::<&[u8]>, None::<&[u8]>);
-        }
-        Ok(())
     }
 
     /// Puts back the band entries of the unique articles not yet in the family (all of them
@@ -458,7 +370,7 @@ impl RocksIndex {
                 });
             };
             if let Some(sketch) = self.read_sketch(&id)? {
-                for (band, bkey) in sketch.bands() {
+                for (band, bkey) in sketch.entries() {
                     recent.add(layout::band_key(band as u8, bkey), seq);
                 }
             }
@@ -621,19 +533,11 @@ impl ArticleStore for RocksIndex {
         self.scan_blocks(fp, max_distance, out)
     }
 
-    fn sketch_candidates(
-        &self,
-        sketch: &Sketch,
-        out: &mut Vec<(u64, String)>,
-    ) -> Result<(), IndexError> {
-        self.scan_bands(sketch, out).map(drop)
-    }
-
     fn sketch_lookup(
         &self,
         sketch: &Sketch,
         out: &mut Vec<(u64, String)>,
-    ) -> Result<u16, IndexError> {
+    ) -> Result<Crowded, IndexError> {
         self.scan_bands(sketch, out)
     }
 

@@ -10,9 +10,9 @@ use crate::index::block_bucket;
 use crate::index::layout::{
     self, band_key, block_key, id_key, ARTICLES, BANDS_FAMILY, BAND_KEY_LEN, BLOCK_FAMILIES, IDS,
 };
-use crate::index::{Candidate, StoredArticle};
+use crate::index::{Candidate, Crowded, StoredArticle, TEMPLATE_SEGMENT_ARTICLES};
 use crate::simhash::Fingerprint;
-use crate::sketch::{Sketch, SKETCH_BYTES};
+use crate::sketch::{Sketch, SEGMENT_BAND};
 
 /// Counter: lookups that read a crowded block bucket (more than `block_bucket::CROWDED_BUCKET`
 /// entries).
@@ -41,8 +41,8 @@ impl RocksIndex {
             .map_err(rocks_err(&self.dir))?;
         // The binary sketch leads the value: no JSON to decode.
         Ok(match raw.as_deref() {
-            Some([layout::ARTICLE_VALUE_FORMAT, 1, rest @ ..]) if rest.len() >= SKETCH_BYTES => {
-                Sketch::from_bytes(&rest[..SKETCH_BYTES])
+            Some([layout::ARTICLE_VALUE_FORMAT, 1, rest @ ..]) => {
+                Sketch::read(rest).map(|(sketch, _)| sketch)
             }
             _ => None,
         })
@@ -58,10 +58,10 @@ impl RocksIndex {
             Some((&layout::ARTICLE_VALUE_FORMAT, rest)) => {
                 let (sketch, json) = match rest.split_first() {
                     Some((0, json)) => (None, json),
-                    Some((1, tail)) if tail.len() >= SKETCH_BYTES => (
-                        Sketch::from_bytes(&tail[..SKETCH_BYTES]),
-                        &tail[SKETCH_BYTES..],
-                    ),
+                    Some((1, tail)) => match Sketch::read(tail) {
+                        Some((sketch, used)) => (Some(sketch), &tail[used..]),
+                        None => return Err(corrupt(format!("article {id:?}: malformed sketch"))),
+                    },
                     _ => return Err(corrupt(format!("article {id:?}: truncated value"))),
                 };
                 let mut article: StoredArticle = serde_json::from_slice(json)
@@ -144,26 +144,33 @@ impl RocksIndex {
             .collect()
     }
 
-    /// The sketch-band candidates: the sketch's band buckets in one batched point read. Returns
-    /// the crowded bands (bit `b`: band `b`).
+    /// The sketch-band and segment candidates: the sketch's band buckets and its searchable
+    /// segments' buckets in one batched point read. Returns what is crowded: the bands (bit `b`:
+    /// band `b`) and the template segments (bit `i`: the `i`-th kept segment, held by
+    /// [`TEMPLATE_SEGMENT_ARTICLES`] or more unique articles), which name no candidates.
     pub(super) fn scan_bands(
         &self,
         sketch: &Sketch,
         banded: &mut Vec<(u64, String)>,
-    ) -> Result<u16, IndexError> {
-        let mut crowded = 0u16;
+    ) -> Result<Crowded, IndexError> {
+        let mut crowded = Crowded::default();
         let mut seqs: Vec<u64> = Vec::new();
-        // Sorted, as the batched read is told: `bands()` goes by band number, the key's first byte.
-        let keys: Vec<[u8; BAND_KEY_LEN]> = sketch
+        // Sorted, as the batched read is told: the bands go by band number (the key's first
+        // byte), then the segments, whose band number is above every band's, by hash.
+        let mut keys: Vec<[u8; BAND_KEY_LEN]> = sketch
             .bands()
             .map(|(band, key)| band_key(band as u8, key))
             .collect();
-        let band_numbers: Vec<usize> = sketch.bands().map(|(band, _)| band).collect();
+        let mut what: Vec<Found> = sketch.bands().map(|(band, _)| Found::Band(band)).collect();
+        for (i, h) in sketch.segments.searchable() {
+            keys.push(band_key(SEGMENT_BAND, u64::from(h)));
+            what.push(Found::Segment(i));
+        }
         let values = self
             .db
             .batched_multi_get_cf(self.cf(BANDS_FAMILY)?, &keys, true);
         let recent = self.recent();
-        for ((key, value), band) in keys.iter().zip(values).zip(band_numbers) {
+        for ((key, value), what) in keys.iter().zip(values).zip(what) {
             let stored = value.map_err(rocks_err(&self.dir))?;
             let found = recent
                 .bucket(key, stored.as_deref())
@@ -174,8 +181,16 @@ impl RocksIndex {
             let Some(found) = found else {
                 continue;
             };
-            if found.crowded() {
-                crowded |= 1 << band;
+            match what {
+                Found::Band(band) if found.crowded() => {
+                    crowded.bands |= 1 << band;
+                    continue;
+                }
+                Found::Segment(i) if found.count >= TEMPLATE_SEGMENT_ARTICLES => {
+                    crowded.segments |= 1 << i;
+                    continue;
+                }
+                _ => {}
             }
             // A crowded bucket lists no one: it says nothing about a pair.
             for seq in found.entries {
@@ -191,4 +206,12 @@ impl RocksIndex {
         }
         Ok(crowded)
     }
+}
+
+/// What a key of the batched read of [`RocksIndex::scan_bands`] is.
+#[derive(Clone, Copy)]
+enum Found {
+    Band(usize),
+    /// The segment's position among the sketch's kept segments.
+    Segment(usize),
 }

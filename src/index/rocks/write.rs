@@ -386,13 +386,13 @@ impl RocksIndex {
             if self.band_home(old.seq)? == Home::Active {
                 staged.recent.extend(
                     sketch
-                        .bands()
+                        .entries()
                         .map(|(band, key)| RecentChange::Drop(old.seq, band_key(band as u8, key))),
                 );
             } else {
                 let bands = self.cf(BANDS_FAMILY)?;
                 let op = bucket::remove(old.seq);
-                for (band, key) in sketch.bands() {
+                for (band, key) in sketch.entries() {
                     batch.merge_cf(bands, band_key(band as u8, key), &op);
                 }
             }
@@ -479,13 +479,13 @@ impl RocksIndex {
             }
             if let Some(sketch) = &article.sketch {
                 if self.band_home(article.seq)? == Home::Active {
-                    staged.recent.extend(sketch.bands().map(|(band, key)| {
+                    staged.recent.extend(sketch.entries().map(|(band, key)| {
                         RecentChange::Add(article.seq, band_key(band as u8, key))
                     }));
                 } else {
                     let bands = self.cf(BANDS_FAMILY)?;
                     let op = bucket::append(article.seq);
-                    for (band, key) in sketch.bands() {
+                    for (band, key) in sketch.entries() {
                         batch.merge_cf(bands, band_key(band as u8, key), &op);
                     }
                 }
