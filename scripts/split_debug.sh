@@ -11,7 +11,7 @@
 # next to the binary, or under /usr/lib/debug/<directory of the binary>/ (also found by the
 # binary's build id). The release profile keeps line tables (Cargo.toml), so the binary cargo
 # builds under target/ is ~500 MB and complete; benches and perf run that one. Install and ship
-# this one (docker/Dockerfile, scripts/image_test.sh; docs/OPERATIONS.md, "Install").
+# this one (docker/Dockerfile, scripts/image_test.sh; docs/OPERATIONS.md, "Without Docker").
 #
 # Needs objcopy (Debian: binutils); installs it with apt when missing.
 set -euo pipefail
