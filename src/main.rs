@@ -17,7 +17,7 @@ use newsdedup::kafka::audit_source::{self, KafkaAudit};
 use newsdedup::lines::Line;
 use newsdedup::replica::{self, TopicSource};
 use newsdedup::runner;
-use newsdedup::settings::{self, ReplayArgs, RunArgs};
+use newsdedup::settings::{self, IndexDirArg, MetricsAddrArg, ReplayArgs, RunArgs};
 use newsdedup::time::TimeSpan;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -173,7 +173,24 @@ enum Command {
         #[command(flatten)]
         common: CommonOpts,
     },
-    /// Inspect an index.
+    /// Ask a running `run` or `standby` whether it is healthy: GET /health (or /ready) on the
+    /// metrics address it serves, which is resolved as `run` resolves it (--metrics-addr,
+    /// NEWSDEDUP_METRICS_ADDR, [service] metrics_addr of --config; 0.0.0.0 and [::] are asked on
+    /// the loopback). Prints the answer; exit 0 on 200, 1 otherwise. The container image's
+    /// HEALTHCHECK.
+    Health {
+        #[command(flatten)]
+        metrics_addr: MetricsAddrArg,
+        /// Ask /ready instead of /health.
+        #[arg(long)]
+        ready: bool,
+        /// Give up after this many seconds.
+        #[arg(long, value_name = "SECS", default_value_t = 5)]
+        timeout: u64,
+        #[command(flatten)]
+        common: CommonOpts,
+    },
+    /// Inspect, verify, rebuild or delete from an index.
     Index {
         #[command(subcommand)]
         command: IndexCommand,
@@ -323,8 +340,8 @@ enum IndexCommand {
     /// Articles, disk size, bucket occupancy (largest buckets) and age distribution (articles per
     /// day and week of event time, stream time, what is due for removal) of an index.
     Stats {
-        #[arg(long)]
-        index_dir: PathBuf,
+        #[command(flatten)]
+        index_dir: IndexDirArg,
         /// Retention window the "due for expiry" count is for, e.g. 30d (the window is not stored
         /// in the index: give the one the service runs with).
         #[arg(long, value_name = "SPAN")]
@@ -335,11 +352,15 @@ enum IndexCommand {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        common: CommonOpts,
     },
     /// Check that the column families agree (after a crash, say). Exit 1 if they do not.
     Verify {
-        #[arg(long)]
-        index_dir: PathBuf,
+        #[command(flatten)]
+        index_dir: IndexDirArg,
+        #[command(flatten)]
+        common: CommonOpts,
     },
     /// Rebuild an index from the service's own output (after losing the index disk): the output
     /// topics (default) or `batch` output files (--input). Unique articles become searchable
@@ -505,14 +526,29 @@ fn dispatch(
             let (config, components) = resolve(&common, Overrides::default())?;
             cmd_audit(*args, command_line, &config, &components)
         }
+        Command::Health {
+            metrics_addr,
+            ready,
+            timeout,
+            common,
+        } => {
+            let addr = metrics_addr.resolve(&load_config(&common)?);
+            cmd_health(&addr, ready, Duration::from_secs(timeout))
+        }
         Command::Index { command } => match command {
             IndexCommand::Stats {
                 index_dir,
                 retention,
                 top,
                 json,
-            } => cmd_index_stats(&index_dir, retention, top, json),
-            IndexCommand::Verify { index_dir } => cmd_index_verify(&index_dir),
+                common,
+            } => {
+                let index_dir = index_dir.resolve(&load_config(&common)?);
+                cmd_index_stats(&index_dir, retention, top, json)
+            }
+            IndexCommand::Verify { index_dir, common } => {
+                cmd_index_verify(&index_dir.resolve(&load_config(&common)?))
+            }
             IndexCommand::Delete { index_dir, ids } => cmd_index_delete(&index_dir, &ids),
             IndexCommand::Rebuild {
                 index_dir,
@@ -977,6 +1013,21 @@ fn cmd_audit(
     }
     eprintln!("audit: done: {}", report.summary_json());
     eprintln!("audit: wrote {}", a.html.display());
+    Ok(())
+}
+
+fn cmd_health(addr: &str, ready: bool, timeout: Duration) -> Result<()> {
+    let addr = settings::parse_metrics_addr(addr)?;
+    let path = if ready { "/ready" } else { "/health" };
+    let (status, body) = newsdedup::metrics::probe(addr, path, timeout).with_context(|| {
+        format!(
+            "no answer to {path} on {addr}: is `newsdedup run` serving there (--metrics-addr, NEWSDEDUP_METRICS_ADDR)?"
+        )
+    })?;
+    if status != 200 {
+        bail!("{path} on {addr} answered {status}: {}", body.trim());
+    }
+    println!("{}", body.trim());
     Ok(())
 }
 

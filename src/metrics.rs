@@ -457,6 +457,45 @@ pub async fn serve(
     }
 }
 
+/// What `newsdedup health` does: GET `path` from the service listening on `addr` (an unspecified
+/// address, 0.0.0.0 or [::], is asked on the loopback of its family), each step within
+/// `timeout`. Returns the status code and the body.
+pub fn probe(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut answer = Vec::new();
+    stream.take(1 << 20).read_to_end(&mut answer)?;
+    let answer = String::from_utf8_lossy(&answer);
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .strip_prefix("HTTP/1.")
+        .and_then(|rest| rest.get(2..5))
+        .and_then(|code| code.parse().ok())
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "not an HTTP answer: {:?}",
+                    head.lines().next().unwrap_or("")
+                ),
+            )
+        })?;
+    Ok((status, body.to_owned()))
+}
+
 type Response = hyper::Response<http_body_util::Full<hyper::body::Bytes>>;
 
 impl Endpoints {
@@ -537,6 +576,31 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(700)).await;
         }
         drop(idle);
+        server.abort();
+    }
+
+    /// `newsdedup health`'s client against the server: the status and body of /health and
+    /// /ready, a 503, and 0.0.0.0 asked on the loopback.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn probe_reads_status_and_body() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let prometheus = PrometheusBuilder::new().build_recorder().handle();
+        let ok: HealthFn = Arc::new(|| (200, "{\"status\":\"ok\"}".to_owned()));
+        let waiting: HealthFn = Arc::new(|| (503, "{\"status\":\"waiting\"}".to_owned()));
+        let server = tokio::spawn(serve(listener, prometheus, ok, waiting));
+        let unspecified: SocketAddr = format!("0.0.0.0:{}", addr.port()).parse().unwrap();
+        let answers = tokio::task::spawn_blocking(move || {
+            let second = Duration::from_secs(1);
+            (
+                probe(unspecified, "/health", second).unwrap(),
+                probe(addr, "/ready", second).unwrap(),
+            )
+        })
+        .await
+        .unwrap();
+        assert_eq!(answers.0, (200, "{\"status\":\"ok\"}".to_owned()));
+        assert_eq!(answers.1, (503, "{\"status\":\"waiting\"}".to_owned()));
         server.abort();
     }
 }

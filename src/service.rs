@@ -27,8 +27,11 @@ use crate::replica::{self, StandbyStatus, TopicSource};
 use crate::settings::{RunArgs, Settings};
 use std::collections::HashSet;
 
+/// The variable of the log filter (`info`, `newsdedup=debug`, ...; else `RUST_LOG`, else `info`).
+pub const LOG_ENV: &str = "NEWSDEDUP_LOG";
+
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("NEWSDEDUP_LOG")
+    let filter = tracing_subscriber::EnvFilter::try_from_env(LOG_ENV)
         .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let _ = tracing_subscriber::fmt()

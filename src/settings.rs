@@ -382,6 +382,86 @@ impl Settings {
     }
 }
 
+/// `run`'s definition of one `[service]` setting (flag, variable, default, help), for another
+/// command that needs the same setting.
+fn run_arg(id: &str) -> clap::Arg {
+    ServiceConfig::augment_args(clap::Command::new("run"))
+        .get_arguments()
+        .find(|a| a.get_id() == id)
+        .unwrap_or_else(|| panic!("[service] has no setting {id}"))
+        .clone()
+}
+
+/// One `[service]` setting of `run` taken by another command: the same flag, variable, default
+/// and help (`run`'s definition in [`ServiceConfig`], not written again), resolved with `run`'s
+/// precedence by `resolve`: the flag or its variable, else the configuration file's
+/// `[service]` key, else the default.
+macro_rules! service_setting {
+    ($(#[$doc:meta])* $name:ident, $field:ident: $ty:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct $name {
+            value: $ty,
+            /// Given on the command line or by its variable (it then overrides the file).
+            given: bool,
+        }
+
+        impl $name {
+            /// The setting with `run`'s precedence over `config` (the file, or the defaults).
+            pub fn resolve(&self, config: &Config) -> $ty {
+                if self.given {
+                    self.value.clone()
+                } else {
+                    config.service.$field.clone()
+                }
+            }
+        }
+
+        impl Args for $name {
+            fn augment_args(cmd: clap::Command) -> clap::Command {
+                cmd.arg(run_arg(stringify!($field)))
+            }
+            fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+                Self::augment_args(cmd)
+            }
+        }
+
+        impl clap::FromArgMatches for $name {
+            fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+                let id = stringify!($field);
+                let value = m.get_one::<$ty>(id).cloned().ok_or_else(|| {
+                    clap::Error::raw(
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        format!("--{} is missing", id.replace('_', "-")),
+                    )
+                })?;
+                Ok($name {
+                    value,
+                    given: given_arguments(m).contains(id),
+                })
+            }
+            fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+                *self = Self::from_arg_matches(m)?;
+                Ok(())
+            }
+        }
+    };
+}
+
+service_setting!(
+    /// `run`'s `--index-dir` (`NEWSDEDUP_INDEX_DIR`, `[service] index_dir`) for the commands that
+    /// inspect the service's index (`index stats`, `index verify`).
+    IndexDirArg,
+    index_dir: PathBuf
+);
+
+service_setting!(
+    /// `run`'s `--metrics-addr` (`NEWSDEDUP_METRICS_ADDR`, `[service] metrics_addr`) for
+    /// `newsdedup health`, which asks the service there.
+    MetricsAddrArg,
+    metrics_addr: String
+);
+
 /// The file's `[service]` with every argument in `given` taken from `flags` instead.
 fn layer(
     file: &ServiceConfig,
@@ -402,14 +482,18 @@ fn layer(
         .map_err(|e| invalid(format!("cannot layer the settings: {e}")))
 }
 
+/// `--metrics-addr` (`[service] metrics_addr`) parsed.
+pub fn parse_metrics_addr(addr: &str) -> Result<SocketAddr, SettingsError> {
+    addr.parse().map_err(|e| {
+        invalid(format!(
+            "--metrics-addr {addr:?} is not an IP:PORT socket address ({e}); e.g. 0.0.0.0:9898"
+        ))
+    })
+}
+
 /// Checks every `[service]` value; returns the parsed metrics address.
 fn validate(s: &ServiceConfig) -> Result<SocketAddr, SettingsError> {
-    let metrics_addr: SocketAddr = s.metrics_addr.parse().map_err(|e| {
-        invalid(format!(
-            "--metrics-addr {:?} is not an IP:PORT socket address ({e}); e.g. 0.0.0.0:9898",
-            s.metrics_addr
-        ))
-    })?;
+    let metrics_addr = parse_metrics_addr(&s.metrics_addr)?;
     for (name, value) in [
         ("--max-in-flight", s.max_in_flight as u64),
         ("--max-in-flight-bytes", s.max_in_flight_bytes as u64),

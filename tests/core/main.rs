@@ -1,6 +1,6 @@
 //! The tests that need no broker, in one binary (RocksDB and librdkafka are linked once): the
 //! layers, the command line end to end, the decision core, the index, the engine without Kafka,
-//! quality floors, retention and the vendored jieba-rs. Run one module with
+//! quality floors, retention, the vendored jieba-rs and what the container image relies on. Run one module with
 //! `cargo test --release --test core cli_batch::`.
 
 #[path = "../common/mod.rs"]
@@ -8,6 +8,7 @@ mod common;
 
 mod architecture;
 mod cli_batch;
+mod container;
 mod corrections;
 mod dedup_core;
 mod index_equivalence;
