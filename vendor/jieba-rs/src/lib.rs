@@ -91,6 +91,7 @@ pub use crate::keywords::tfidf::TfIdf;
 #[cfg(any(feature = "tfidf", feature = "textrank"))]
 pub use crate::keywords::{DEFAULT_STOP_WORDS, Keyword, KeywordExtract, KeywordExtractConfig};
 
+mod automaton;
 mod errors;
 mod hmm;
 #[cfg(any(feature = "tfidf", feature = "textrank"))]
@@ -103,6 +104,7 @@ mod trie;
 #[cfg(feature = "default-dict")]
 include_flate::flate!(static DEFAULT_DICT: str from "src/data/dict.txt" with zstd);
 
+use automaton::Automaton;
 use sparse_dag::{NO_MATCH, StaticSparseDAG};
 use trie::CharTrie;
 
@@ -375,6 +377,11 @@ pub struct Jieba {
     tags: Vec<Box<str>>,
     tag_ids: FxHashMap<Box<str>, u32>,
     trie: CharTrie,
+    /// [newsdedup addition] The same words as an automaton that `cut` reads each block with in
+    /// one pass (see `automaton.rs`); `None` after `add_word` added a word (until
+    /// [`build_automaton`](Self::build_automaton) or the next `load_dict`), and then `cut` walks
+    /// the trie as the release does.
+    automaton: Option<Box<Automaton>>,
     total: usize,
     log_total: f64,
     hmm_model: Option<HmmModel>,
@@ -405,6 +412,7 @@ impl Jieba {
             tags: Vec::new(),
             tag_ids: FxHashMap::default(),
             trie: CharTrie::new(),
+            automaton: None,
             total: 0,
             log_total: 0.0f64.ln(),
             hmm_model: None,
@@ -524,6 +532,7 @@ impl Jieba {
         self.tags.clear();
         self.tag_ids.clear();
         self.trie = CharTrie::new();
+        self.automaton = None;
         self.total = 0;
         self.update_log_total();
     }
@@ -550,6 +559,9 @@ impl Jieba {
             }
             None => {
                 self.push_record(word, freq, tag);
+                // [newsdedup addition] The automaton lacks the new word: `cut` walks the trie
+                // until it is built again.
+                self.automaton = None;
                 self.total += freq;
             }
         };
@@ -602,6 +614,22 @@ impl Jieba {
     fn finish_load(&mut self) {
         self.total = self.records.iter().map(|n| n.freq).sum();
         self.update_log_total();
+        self.build_automaton();
+    }
+
+    /// [newsdedup addition] Build the automaton `cut` and `cut_with_ids` read blocks with (in
+    /// one pass instead of a trie walk from every character; the same words and routes). Loading
+    /// a dictionary builds it; adding a word with [`add_word`](Self::add_word) drops it (`cut`
+    /// then walks the trie, as the release does), so call this after adding words. If the
+    /// dictionary does not fit its layout (a word of more than 63 characters), there is none and
+    /// `cut` keeps walking the trie.
+    pub fn build_automaton(&mut self) {
+        self.automaton = Automaton::build(&self.trie).map(Box::new);
+    }
+
+    /// [newsdedup addition] Heap bytes of the automaton, `None` when there is none.
+    pub fn automaton_bytes(&self) -> Option<usize> {
+        self.automaton.as_ref().map(|a| a.heap_bytes())
     }
 
     /// Checks if a word exists in the dictionary.
@@ -746,6 +774,50 @@ impl Jieba {
         }
     }
 
+    /// [newsdedup addition] `calc` over the DAG the automaton finds: read right to left, the
+    /// automaton's state at each character lists the words starting there, shortest first, which
+    /// are that character's DAG edges in the walk's order. Same arithmetic as `calc`.
+    fn calc_one_pass(&self, ac: &Automaton, chars: &[(u32, char)], route: &mut Vec<RouteEntry>) {
+        let n = chars.len();
+        let end_entry = |end| RouteEntry {
+            prob: 0.0,
+            end,
+            word_id: NO_MATCH,
+        };
+        if n + 1 > route.len() {
+            route.resize(n + 1, end_entry(0));
+        }
+        route[n] = end_entry(n);
+
+        let logtotal = self.log_total;
+        let log1 = 0.0f64 - logtotal;
+        let mut state = Automaton::START;
+        for idx in (0..n).rev() {
+            state = ac.step(state, chars[idx].1);
+            let mut best: Option<RouteEntry> = None;
+            for &e in ac.outputs(state) {
+                let (len, word_id) = Automaton::entry(e);
+                let end = idx + len;
+                let log_freq = self.log_freqs[word_id as usize];
+                let prob = log_freq - logtotal + route[end].prob;
+
+                if let Some(b) = best {
+                    if prob > b.prob || (prob == b.prob && end > b.end) {
+                        best = Some(RouteEntry { prob, end, word_id });
+                    }
+                } else {
+                    best = Some(RouteEntry { prob, end, word_id });
+                }
+            }
+
+            route[idx] = best.unwrap_or_else(|| RouteEntry {
+                prob: log1 + route[idx + 1].prob,
+                end: idx + 1,
+                word_id: NO_MATCH,
+            });
+        }
+    }
+
     fn dag(&self, chars: &[(u32, char)], dag: &mut StaticSparseDAG) {
         self.trie
             .for_each_prefix_at_every_char(chars, |char_idx, end, word_id| {
@@ -815,9 +887,20 @@ impl Jieba {
         route: &mut Vec<RouteEntry>,
         dag: &mut StaticSparseDAG,
         hmm_context: &mut hmm::HmmContext,
+        ac: Option<&Automaton>,
     ) {
-        self.dag(chars, dag);
-        self.calc(chars, dag, route);
+        // [newsdedup change] with the automaton, no DAG is built (`dag` stays empty).
+        let dag_built = match ac {
+            Some(ac) => {
+                self.calc_one_pass(ac, chars, route);
+                false
+            }
+            None => {
+                self.dag(chars, dag);
+                self.calc(chars, dag, route);
+                true
+            }
+        };
         let n = chars.len();
         let mut x = 0;
         let mut left: Option<usize> = None;
@@ -831,7 +914,7 @@ impl Jieba {
                 }
             } else {
                 if let Some(start) = left {
-                    self.cut_run::<HMM>(block, chars, route, start, x, dag, words, hmm_context);
+                    self.cut_run::<HMM>(block, chars, route, start, x, dag, dag_built, words, hmm_context);
                     left = None;
                 }
                 Self::emit_span(block, chars, x, y, word_id, dag, words);
@@ -840,7 +923,7 @@ impl Jieba {
         }
 
         if let Some(start) = left {
-            self.cut_run::<HMM>(block, chars, route, start, n, dag, words, hmm_context);
+            self.cut_run::<HMM>(block, chars, route, start, n, dag, dag_built, words, hmm_context);
         }
 
         dag.clear();
@@ -860,11 +943,12 @@ impl Jieba {
         x: usize,
         y: usize,
         dag: &StaticSparseDAG,
+        dag_built: bool,
         words: &mut impl FnMut(&'a str, i32, usize, usize, &StaticSparseDAG),
         hmm_context: &mut hmm::HmmContext,
     ) {
         if HMM {
-            self.cut_unjoined_run(block, chars, route, x, y, dag, words, hmm_context);
+            self.cut_unjoined_run(block, chars, route, x, y, dag, dag_built, words, hmm_context);
         } else {
             let id = if y - x == 1 { route[x].word_id } else { NO_MATCH };
             Self::emit_span(block, chars, x, y, id, dag, words);
@@ -884,6 +968,7 @@ impl Jieba {
         x: usize,
         y: usize,
         dag: &StaticSparseDAG,
+        dag_built: bool,
         words: &mut impl FnMut(&'a str, i32, usize, usize, &StaticSparseDAG),
         hmm_context: &mut hmm::HmmContext,
     ) {
@@ -891,7 +976,14 @@ impl Jieba {
             Self::emit_span(block, chars, x, y, route[x].word_id, dag, words);
             return;
         }
-        if dag.word_at(x, y).is_none() {
+        // [newsdedup change] without a DAG, the trie answers: its words are the DAG's edges.
+        let is_word = if dag_built {
+            dag.word_at(x, y).is_some()
+        } else {
+            let run = &block[Self::byte_at(block, chars, x)..Self::byte_at(block, chars, y)];
+            self.trie.get(run).is_some()
+        };
+        if !is_word {
             self.hmm_cut(block, chars, x, y, dag, words, hmm_context);
         } else {
             // Each character is a route step of its own, so its id is known.
@@ -960,6 +1052,19 @@ impl Jieba {
     /// (`NO_MATCH` otherwise, which does not mean the word is unknown) and,
     /// for a token cut from a dictionary block, where it sits in that block.
     fn cut_each<'a>(&self, sentence: &'a str, hmm: bool, mut emit: impl FnMut(Token<'a>, i32, Option<BlockRef<'_>>)) {
+        self.cut_blocks(sentence, hmm, false, emit)
+    }
+
+    /// `cut_each`, and with `one_pass` (for callers that ignore the `BlockRef`, which is then
+    /// `None`) the route comes from the automaton when there is one.
+    fn cut_blocks<'a>(
+        &self,
+        sentence: &'a str,
+        hmm: bool,
+        one_pass: bool,
+        mut emit: impl FnMut(Token<'a>, i32, Option<BlockRef<'_>>),
+    ) {
+        let ac = if one_pass { self.automaton.as_deref() } else { None };
         let base = sentence.as_ptr() as usize;
         let mut unicode_offset = 0;
 
@@ -984,13 +1089,13 @@ impl Jieba {
                                 emit(
                                     Self::make_token_incremental(word, base, &mut unicode_offset, char_count),
                                     word_id,
-                                    Some(BlockRef { dag, chars, start }),
+                                    ac.is_none().then_some(BlockRef { dag, chars, start }),
                                 );
                             };
                         if hmm {
-                            self.cut_route::<true>(block, chars, &mut sink, route, dag, hmm_context);
+                            self.cut_route::<true>(block, chars, &mut sink, route, dag, hmm_context, ac);
                         } else {
-                            self.cut_route::<false>(block, chars, &mut sink, route, dag, hmm_context);
+                            self.cut_route::<false>(block, chars, &mut sink, route, dag, hmm_context, ac);
                         }
                     }
                     SplitState::Unmatched(block) => {
@@ -1028,7 +1133,7 @@ impl Jieba {
     /// `hmm`: enable HMM or not
     pub fn cut<'a>(&self, sentence: &'a str, hmm: bool) -> Vec<Token<'a>> {
         let mut tokens = Vec::with_capacity(output_capacity(sentence));
-        self.cut_each(sentence, hmm, |token, _, _| tokens.push(token));
+        self.cut_blocks(sentence, hmm, true, |token, _, _| tokens.push(token));
         tokens
     }
 
@@ -1039,7 +1144,7 @@ impl Jieba {
     /// built, so a caller that keeps per-word tables indexed by id needs neither to hash nor to
     /// look up the words again.
     pub fn cut_with_ids<'a>(&self, sentence: &'a str, hmm: bool, mut emit: impl FnMut(&'a str, Option<u32>)) {
-        self.cut_each(sentence, hmm, |token, word_id, _| {
+        self.cut_blocks(sentence, hmm, true, |token, word_id, _| {
             // NO_MATCH is negative.
             emit(token.word, u32::try_from(word_id).ok())
         });
