@@ -36,12 +36,35 @@ const MAX_FAIL_STEPS: usize = MAX_LEN + 1;
 const CJK_FIRST: u32 = 0x4E00;
 const CJK_LEN: usize = 0x5200;
 
-#[derive(Clone, Copy, Default)]
+/// A word an output slice lists: its log frequency (a copy of `Jieba::log_freqs`, which the
+/// route reads with it) and `(word id << 6) | length in characters`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Output {
+    pub(crate) log_freq: f64,
+    word: u32,
+}
+
+/// A cell of the double array: the transitions of the state there and of its failure state, in
+/// one 16-byte unit (a transition's check brings the rest into cache, so that the next step
+/// can read the transitions from the state and from its failure state at once).
+#[derive(Clone, Copy)]
+struct Cell {
+    base: u32,
+    check: u32,
+    fail: u32,
+    /// The failure state's `base`, with `DEEP` set when the failure state's own failure state is
+    /// not the root.
+    fail_base: u32,
+}
+
+const DEEP: u32 = 1 << 31;
+
+/// A cell while the automaton is built: its `Cell` and output slice.
+#[derive(Clone, Copy)]
 struct Unit {
     base: u32,
     check: u32,
     fail: u32,
-    /// Start of the state's slice of `outputs` << COUNT_BITS | its length.
     out: u32,
 }
 
@@ -53,24 +76,27 @@ pub(crate) struct Automaton {
     ascii: Vec<u32>,
     /// Codes of other characters, sorted by character.
     other: Vec<(u32, u32)>,
-    units: Vec<Unit>,
-    outputs: Vec<u32>,
+    cells: Vec<Cell>,
+    /// The output slice of the state in each cell (see `outputs`).
+    outs: Vec<u32>,
+    outputs: Vec<Output>,
 }
 
 impl std::fmt::Debug for Automaton {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Automaton")
-            .field("units", &self.units.len())
+            .field("cells", &self.cells.len())
+            .field("states", &self.cells.iter().filter(|u| u.check != EMPTY).count())
             .field("outputs", &self.outputs.len())
             .finish()
     }
 }
 
 impl Automaton {
-    /// The automaton of the words in `trie`, or `None` if it does not fit the layout (a word of
-    /// more than 63 characters, more than 2^26 words or outputs), when the caller keeps using the
-    /// trie walk.
-    pub(crate) fn build(trie: &CharTrie) -> Option<Automaton> {
+    /// The automaton of the words in `trie` (`freqs` and `log_freqs` by word id), or `None` if
+    /// it does not fit the layout (a word of more than 63 characters, more than 2^26 words or
+    /// outputs), when the caller keeps using the trie walk.
+    pub(crate) fn build(trie: &CharTrie, freqs: &[usize], log_freqs: &[f64]) -> Option<Automaton> {
         // Every word, reversed, with its id.
         let nodes = trie.nodes();
         let mut words: Vec<(Vec<char>, u32)> = Vec::new();
@@ -91,29 +117,37 @@ impl Automaton {
                 }
                 n = parent as usize;
             }
-            words.push((word, u32::try_from(word_id).ok()?));
+            let id = u32::try_from(word_id).ok()?;
+            if id as usize >= freqs.len() || id as usize >= log_freqs.len() {
+                return None;
+            }
+            words.push((word, id));
         }
         if words.len() >= 1 << (32 - LEN_BITS) {
             return None;
         }
+        // How often a word is used: its dictionary frequency, plus one so none weighs nothing.
+        let weight = |id: u32| freqs[id as usize] as u64 + 1;
 
-        // Codes: the characters of the words, most frequent first.
-        let mut freq: rustc_hash::FxHashMap<char, u64> = Default::default();
-        for (w, _) in &words {
+        // Codes: the characters by the summed weight of the words they occur in, heaviest first,
+        // so that the common words' states sit close together.
+        let mut char_weight: rustc_hash::FxHashMap<char, u64> = Default::default();
+        for (w, id) in &words {
             for &c in w {
-                *freq.entry(c).or_default() += 1;
+                *char_weight.entry(c).or_default() += weight(*id);
             }
         }
-        let mut by_freq: Vec<(char, u64)> = freq.into_iter().collect();
-        by_freq.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let mut by_weight: Vec<(char, u64)> = char_weight.into_iter().collect();
+        by_weight.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut ac = Automaton {
             cjk: vec![0; CJK_LEN],
             ascii: vec![0; 128],
             other: Vec::new(),
-            units: Vec::new(),
+            cells: Vec::new(),
+            outs: Vec::new(),
             outputs: Vec::new(),
         };
-        for (i, &(c, _)) in by_freq.iter().enumerate() {
+        for (i, &(c, _)) in by_weight.iter().enumerate() {
             let code = i as u32 + 1;
             if let Some(slot) = ac.code_slot(c) {
                 *slot = code;
@@ -122,14 +156,15 @@ impl Automaton {
             }
         }
         ac.other.sort_unstable();
-        let max_code = by_freq.len() as u32;
+        let max_code = by_weight.len() as u32;
 
         let mut keys: Vec<(Vec<u32>, u32)> = words
             .into_iter()
             .map(|(w, id)| (w.iter().map(|&c| ac.code(c)).collect(), id))
             .collect();
         keys.sort_unstable();
-        ac.place(&keys, max_code)?;
+        let trie = KeyTrie::new(&keys, &weight);
+        ac.place(&trie, max_code, log_freqs)?;
         Some(ac)
     }
 
@@ -158,52 +193,38 @@ impl Automaton {
         }
     }
 
-    /// Lay out the trie of the sorted `keys` breadth first, with failure links and outputs.
-    fn place(&mut self, keys: &[(Vec<u32>, u32)], max_code: u32) -> Option<()> {
+    /// Lay `trie` out as a double array, the heaviest states first (each state's children get
+    /// the first cells that fit when it is placed, and a state weighs more than its children),
+    /// so that the states common text goes through share few cache lines; their output slices
+    /// likewise.
+    fn place(&mut self, trie: &KeyTrie, max_code: u32, log_freqs: &[f64]) -> Option<()> {
         let span = max_code as usize + 1;
-        let mut units = vec![
-            Unit {
-                base: 0,
-                check: EMPTY,
-                fail: ROOT,
-                out: 0
-            };
-            span + 1
-        ];
-        // Cell 0 is the root. `free.find(i)`: the first free cell from `i` on.
+        let n = trie.nodes.len();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(trie.nodes[i as usize].weight), i));
+
+        let empty = Unit {
+            base: 0,
+            check: EMPTY,
+            fail: ROOT,
+            out: 0,
+        };
+        let mut units = vec![empty; span + 1];
+        let mut cell = vec![u32::MAX; n];
+        cell[0] = ROOT;
         let mut free = FreeCells::new(span + 1);
         free.take(0);
-        let mut outputs: Vec<u32> = Vec::new();
-        // (state, first key, end key, depth): the keys in `first..end` all pass through `state`.
-        let mut queue = std::collections::VecDeque::new();
-        queue.push_back((ROOT, 0usize, keys.len(), 0usize));
-        let mut children: Vec<(u32, usize, usize)> = Vec::new();
-        const WINDOW: usize = 1 << 14;
+        // States with several children search only the last `WINDOW` cells: older holes rarely
+        // fit them, and scanning them all made building quadratic.
+        const WINDOW: usize = 1 << 16;
         let mut top_used = 0usize;
-        while let Some((state, mut lo, hi, depth)) = queue.pop_front() {
-            // A key ending here is first (a prefix sorts before its extensions).
-            if lo < hi && keys[lo].0.len() == depth {
-                lo += 1;
-            }
-            children.clear();
-            let mut i = lo;
-            while i < hi {
-                let c = keys[i].0[depth];
-                let mut j = i + 1;
-                while j < hi && keys[j].0[depth] == c {
-                    j += 1;
-                }
-                children.push((c, i, j));
-                i = j;
-            }
-            if children.is_empty() {
+        for &i in &order {
+            let node = &trie.nodes[i as usize];
+            let children = &trie.nodes[node.children.0 as usize..node.children.1 as usize];
+            let Some(first) = children.first() else {
                 continue;
-            }
-            // First fit: the first free cell that can take the first child and leaves the
-            // others' cells free.
-            // States with several children search only the last `WINDOW` cells: older holes
-            // rarely fit them, and scanning them all made building quadratic.
-            let first = children[0].0 as usize;
+            };
+            let first = first.code as usize;
             let from = if children.len() > 1 {
                 top_used.saturating_sub(WINDOW)
             } else {
@@ -212,75 +233,65 @@ impl Automaton {
             let mut pos = free.find((first + 1).max(from));
             let base = loop {
                 let b = pos - first;
-                if children[1..].iter().all(|&(c, _, _)| free.is_free(b + c as usize)) {
+                if children[1..].iter().all(|c| free.is_free(b + c.code as usize)) {
                     break b;
                 }
                 pos = free.find(pos + 1);
             };
-            top_used = top_used.max(base + children[children.len() - 1].0 as usize);
             let top = base + span;
             free.ensure(top + 1);
             if top >= units.len() {
-                units.resize(
-                    top + 1,
-                    Unit {
-                        base: 0,
-                        check: EMPTY,
-                        fail: ROOT,
-                        out: 0,
-                    },
-                );
+                units.resize(top + 1, empty);
             }
-            units[state as usize].base = u32::try_from(base).ok()?;
-            for &(c, _, _) in &children {
-                let t = base + c as usize;
+            let here = cell[i as usize] as usize;
+            units[here].base = u32::try_from(base).ok()?;
+            for (k, c) in children.iter().enumerate() {
+                let t = base + c.code as usize;
                 free.take(t);
-                units[t].check = state;
-            }
-            for &(c, i, j) in &children {
-                let t = (base + c as usize) as u32;
-                // Failure state: the longest proper suffix of the child's string that is a state.
-                let fail = if state == ROOT {
-                    ROOT
-                } else {
-                    let mut f = units[state as usize].fail;
-                    loop {
-                        let g = units[f as usize].base as usize + c as usize;
-                        if units.get(g).is_some_and(|u| u.check == f) {
-                            break g as u32;
-                        }
-                        if f == ROOT {
-                            break ROOT;
-                        }
-                        f = units[f as usize].fail;
-                    }
-                };
-                let inherited = units[fail as usize].out;
-                let ends_word = keys[i].0.len() == depth + 1;
-                let out = if ends_word {
-                    let start = outputs.len();
-                    let (from, count) = (
-                        (inherited >> COUNT_BITS) as usize,
-                        (inherited & ((1 << COUNT_BITS) - 1)) as usize,
-                    );
-                    outputs.extend_from_within(from..from + count);
-                    outputs.push((keys[i].1 << LEN_BITS) | (depth as u32 + 1));
-                    if count + 1 >= 1 << COUNT_BITS || start >= 1 << (32 - COUNT_BITS) {
-                        return None;
-                    }
-                    ((start as u32) << COUNT_BITS) | (count as u32 + 1)
-                } else {
-                    inherited
-                };
-                units[t as usize].fail = fail;
-                units[t as usize].out = out;
-                queue.push_back((t, i, j, depth + 1));
+                top_used = top_used.max(t);
+                units[t].check = here as u32;
+                cell[node.children.0 as usize + k] = t as u32;
             }
         }
-        if outputs.len() >= 1 << (32 - COUNT_BITS) {
-            return None;
+        // Output slices in the same order, a slice shared by the states that have it.
+        let mut outputs: Vec<Output> = Vec::new();
+        let mut moved = vec![u32::MAX; trie.outputs.len() + 1];
+        for &i in &order {
+            let node = &trie.nodes[i as usize];
+            let (start, count) = node.out;
+            let t = cell[i as usize] as usize;
+            units[t].fail = cell[node.fail as usize];
+            if count == 0 {
+                continue;
+            }
+            if moved[start as usize] == u32::MAX {
+                moved[start as usize] = outputs.len() as u32;
+                for &word in &trie.outputs[start as usize..(start + count) as usize] {
+                    let log_freq = *log_freqs.get((word >> LEN_BITS) as usize)?;
+                    outputs.push(Output { log_freq, word });
+                }
+            }
+            let new_start = moved[start as usize];
+            if count as usize >= 1 << COUNT_BITS || new_start as usize >= 1 << (32 - COUNT_BITS) {
+                return None;
+            }
+            units[t].out = (new_start << COUNT_BITS) | count;
         }
-        self.units = units;
+        self.cells = Vec::with_capacity(units.len());
+        for u in &units {
+            let f = units.get(u.fail as usize)?;
+            if f.base & DEEP != 0 {
+                return None;
+            }
+            let deep = if u.fail != ROOT && f.fail != ROOT { DEEP } else { 0 };
+            self.cells.push(Cell {
+                base: u.base,
+                check: u.check,
+                fail: u.fail,
+                fail_base: f.base | deep,
+            });
+        }
+        self.outs = units.iter().map(|u| u.out).collect();
         self.outputs = outputs;
         Some(())
     }
@@ -288,40 +299,131 @@ impl Automaton {
     pub(crate) const START: u32 = ROOT;
 
     /// The state after reading `ch` in `state`.
+    ///
+    /// Written for the common cases without a branch on the loaded cells: the transition from
+    /// `state`, from its failure state and from the root are all read at once, and the first that
+    /// exists is taken; only a state whose failure chain is longer goes round the loop. (A branch
+    /// on a cell that missed the cache is mispredicted often, and each misprediction throws
+    /// away the other lanes' loads in flight; see `states`.)
     #[inline(always)]
-    pub(crate) fn step(&self, mut state: u32, ch: char) -> u32 {
+    pub(crate) fn step(&self, state: u32, ch: char) -> u32 {
         let code = self.code(ch);
-        if code == 0 {
-            return ROOT;
+        let cells = &self.cells;
+        let here = cells[state as usize];
+        let t1 = here.base.wrapping_add(code);
+        let f = here.fail;
+        let t2 = (here.fail_base & !DEEP).wrapping_add(code);
+        let t3 = cells[ROOT as usize].base.wrapping_add(code);
+        // Code 0 has no transition anywhere: no state has a child in its base cell.
+        let ok1 = cells[t1 as usize].check == state;
+        let ok2 = cells[t2 as usize].check == f;
+        let ok3 = cells[t3 as usize].check == ROOT;
+        if !ok1 && !ok2 && here.fail_base & DEEP != 0 && code != 0 {
+            return self.step_slow(cells[f as usize].fail, code);
         }
+        let r3 = if ok3 { t3 } else { ROOT };
+        let r2 = if ok2 { t2 } else { r3 };
+        if ok1 { t1 } else { r2 }
+    }
+
+    /// The state after reading code `code` in `state`, following failure states as long as
+    /// needed.
+    #[cold]
+    fn step_slow(&self, mut state: u32, code: u32) -> u32 {
         for _ in 0..MAX_FAIL_STEPS {
-            let unit = &self.units[state as usize];
-            let t = unit.base.wrapping_add(code);
-            if self.units.get(t as usize).is_some_and(|u| u.check == state) {
+            let t = self.cells[state as usize].base.wrapping_add(code);
+            if self.cells.get(t as usize).is_some_and(|u| u.check == state) {
                 return t;
             }
             if state == ROOT {
                 return ROOT;
             }
-            state = unit.fail;
+            state = self.cells[state as usize].fail;
         }
         ROOT
     }
 
-    /// The words that start at the character just read into `state`: `(word id << 6) | length
-    /// in characters`, shortest first.
+    /// Leave in `states[i]` the output slice (see `outputs`) of the state after reading `chars`
+    /// from the end back to character `i`,
+    /// with the state reset at every character no word has (so a dictionary block, whose
+    /// neighbours are such characters, is read as if alone).
+    ///
+    /// Each step depends on the one before, a chain of dependent loads; the characters are
+    /// therefore cut into `LANES` stretches that each begin at a reset, and read one step of each
+    /// in turn, so that their loads overlap.
+    pub(crate) fn states(&self, chars: &[(u32, char)], states: &mut Vec<u32>) {
+        const LANES: usize = 4;
+        /// Below this many characters a sentence is read as one stretch.
+        const MIN_SPLIT: usize = 64;
+        let n = chars.len();
+        states.clear();
+        states.resize(n, 0);
+        let one = |from: usize, to: usize, states: &mut [u32]| {
+            let mut state = ROOT;
+            for i in (from..to).rev() {
+                state = self.step(state, chars[i].1);
+                states[i] = self.outs[state as usize];
+            }
+        };
+        if n < MIN_SPLIT {
+            one(0, n, states);
+            return;
+        }
+        // Lane k reads `bounds[k]..bounds[k + 1]` right to left; each bound but the last is a
+        // character without a code, which leaves the state reset for the lane to its left.
+        let mut bounds = [n; LANES + 1];
+        bounds[0] = 0;
+        for k in 1..LANES {
+            let mut p = (n * k / LANES).max(bounds[k - 1]);
+            while p < n && self.code(chars[p].1) != 0 {
+                p += 1;
+            }
+            bounds[k] = p;
+        }
+        let mut pos = [0usize; LANES];
+        pos.copy_from_slice(&bounds[1..]);
+        let mut state = [ROOT; LANES];
+        let common = (0..LANES).map(|k| bounds[k + 1] - bounds[k]).min().unwrap_or(0);
+        for _ in 0..common {
+            for k in 0..LANES {
+                pos[k] -= 1;
+                let s = self.step(state[k], chars[pos[k]].1);
+                state[k] = s;
+                states[pos[k]] = self.outs[s as usize];
+            }
+        }
+        for k in 0..LANES {
+            let mut s = state[k];
+            for i in (bounds[k]..pos[k]).rev() {
+                s = self.step(s, chars[i].1);
+                states[i] = self.outs[s as usize];
+            }
+        }
+    }
+
+    /// The words that start at a character whose state's output slice is `out` (what `states`
+    /// leaves), shortest first.
     #[inline(always)]
-    pub(crate) fn outputs(&self, state: u32) -> &[u32] {
-        let out = self.units[state as usize].out;
+    pub(crate) fn outputs(&self, out: u32) -> &[Output] {
         let start = (out >> COUNT_BITS) as usize;
         let len = (out & ((1 << COUNT_BITS) - 1)) as usize;
         self.outputs.get(start..start + len).unwrap_or(&[])
     }
 
-    /// Length in characters and word id of an output entry.
+    /// Length in characters and word id of an output.
     #[inline(always)]
-    pub(crate) fn entry(e: u32) -> (usize, i32) {
-        ((e & ((1 << LEN_BITS) - 1)) as usize, (e >> LEN_BITS) as i32)
+    pub(crate) fn entry(o: &Output) -> (usize, i32) {
+        ((o.word & ((1 << LEN_BITS) - 1)) as usize, (o.word >> LEN_BITS) as i32)
+    }
+
+    /// Set the log frequency of word `id` wherever it is listed (after `Jieba::add_word`
+    /// changed the frequency of a word the dictionary has).
+    pub(crate) fn set_log_freq(&mut self, id: u32, log_freq: f64) {
+        for o in &mut self.outputs {
+            if o.word >> LEN_BITS == id {
+                o.log_freq = log_freq;
+            }
+        }
     }
 
     /// Bytes held on the heap.
@@ -329,8 +431,8 @@ impl Automaton {
         self.cjk.len() * 4
             + self.ascii.len() * 4
             + self.other.len() * 8
-            + self.units.len() * std::mem::size_of::<Unit>()
-            + self.outputs.len() * 4
+            + self.cells.len() * (std::mem::size_of::<Cell>() + 4)
+            + self.outputs.len() * std::mem::size_of::<Output>()
     }
 
     pub(crate) fn write_snapshot(&self, w: &mut Writer<'_>) {
@@ -345,27 +447,28 @@ impl Automaton {
             w.u32(c);
             w.u32(code);
         }
-        w.u64(self.units.len() as u64);
-        for u in &self.units {
-            w.u32(u.base);
-            w.u32(u.check);
-            w.u32(u.fail);
-            w.u32(u.out);
+        w.u64(self.cells.len() as u64);
+        for (c, &out) in self.cells.iter().zip(&self.outs) {
+            w.u32(c.base);
+            w.u32(c.check);
+            w.u32(c.fail);
+            w.u32(c.fail_base);
+            w.u32(out);
         }
         w.u64(self.outputs.len() as u64);
-        for &o in &self.outputs {
-            w.u32(o);
+        for o in &self.outputs {
+            w.u32(o.word);
         }
     }
 
     /// Reads an automaton back, checking everything `step`, `outputs` and the route rely on:
-    /// table sizes, every code's transitions inside the unit table, failure states strictly
+    /// table sizes, every state's transitions inside the cell table, failure states strictly
     /// shallower than their state, output slices inside the output table, and output words
-    /// with ids below `words` and no longer than their state is deep (so a word found never
-    /// reaches past the block's end).
-    pub(crate) fn read_snapshot(r: &mut Reader<'_>, words: usize) -> Result<Automaton, Error> {
+    /// with ids below `log_freqs.len()` and no longer than their state is deep (so a word found
+    /// never reaches past the block's end). The log frequencies are taken from `log_freqs`.
+    pub(crate) fn read_snapshot(r: &mut Reader<'_>, log_freqs: &[f64]) -> Result<Automaton, Error> {
         let bad = |what: &str| Error::InvalidDictEntry(format!("dictionary snapshot: automaton {what}"));
-        let mut table = |r: &mut Reader<'_>, len: usize| -> Result<Vec<u32>, Error> {
+        let table = |r: &mut Reader<'_>, len: usize| -> Result<Vec<u32>, Error> {
             if r.count(4)? != len {
                 return Err(bad("code table size"));
             }
@@ -388,29 +491,38 @@ impl Automaton {
             .chain(other.iter().map(|&(_, c)| c))
             .max()
             .unwrap_or(0) as usize;
-        let n = r.count(16)?;
-        let mut units = Vec::with_capacity(n);
+        let n = r.count(20)?;
+        let mut cells = Vec::with_capacity(n);
+        let mut outs = Vec::with_capacity(n);
         for _ in 0..n {
-            units.push(Unit {
+            cells.push(Cell {
                 base: r.u32()?,
                 check: r.u32()?,
                 fail: r.u32()?,
-                out: r.u32()?,
+                fail_base: r.u32()?,
             });
+            outs.push(r.u32()?);
         }
         let n = r.count(4)?;
-        let outputs = (0..n).map(|_| r.u32()).collect::<Result<Vec<u32>, Error>>()?;
+        let mut outputs = Vec::with_capacity(n);
+        for _ in 0..n {
+            let word = r.u32()?;
+            let Some(&log_freq) = log_freqs.get((word >> LEN_BITS) as usize) else {
+                return Err(bad("output word"));
+            };
+            outputs.push(Output { log_freq, word });
+        }
 
-        if units.is_empty() || units[0].check != EMPTY {
+        if cells.is_empty() || cells[0].check != EMPTY {
             return Err(bad("root"));
         }
         // Depth of every state through its parents (`check`), at most MAX_LEN.
         const UNKNOWN: u8 = u8::MAX;
-        let mut depth = vec![UNKNOWN; units.len()];
+        let mut depth = vec![UNKNOWN; cells.len()];
         depth[0] = 0;
         let mut path = Vec::new();
-        for s in 0..units.len() {
-            if units[s].check == EMPTY && s != 0 {
+        for s in 0..cells.len() {
+            if cells[s].check == EMPTY {
                 continue;
             }
             path.clear();
@@ -420,8 +532,8 @@ impl Automaton {
                 if path.len() > MAX_LEN {
                     return Err(bad("too deep"));
                 }
-                let parent = units[t].check as usize;
-                if parent >= units.len() || (units[parent].check == EMPTY && parent != 0) {
+                let parent = cells[t].check as usize;
+                if parent >= cells.len() || (cells[parent].check == EMPTY && parent != 0) {
                     return Err(bad("parent"));
                 }
                 t = parent;
@@ -435,27 +547,33 @@ impl Automaton {
                 depth[p] = d;
             }
         }
-        for (s, u) in units.iter().enumerate() {
+        for (s, c) in cells.iter().enumerate() {
             if depth[s] == UNKNOWN {
                 continue;
             }
-            // A state's transitions reach at most base + max_code; its parent's transition to it
-            // must be base + code, which the parent check above and this bound keep in the table.
-            if u.base as usize + max_code >= units.len() {
+            if c.base as usize + max_code >= cells.len() {
                 return Err(bad("base"));
             }
-            let fail = u.fail as usize;
-            if fail >= units.len() || depth[fail] == UNKNOWN || (s != 0 && depth[fail] >= depth[s]) {
+            let f = c.fail as usize;
+            if f >= cells.len() || depth[f] == UNKNOWN || (s != 0 && depth[f] >= depth[s]) {
                 return Err(bad("failure state"));
             }
-            let start = (u.out >> COUNT_BITS) as usize;
-            let count = (u.out & ((1 << COUNT_BITS) - 1)) as usize;
+            let deep = if f != ROOT as usize && cells[f].fail != ROOT {
+                DEEP
+            } else {
+                0
+            };
+            if c.base & DEEP != 0 || c.fail_base != cells[f].base | deep {
+                return Err(bad("failure state's base"));
+            }
+            let start = (outs[s] >> COUNT_BITS) as usize;
+            let count = (outs[s] & ((1 << COUNT_BITS) - 1)) as usize;
             let Some(slice) = outputs.get(start..start + count) else {
                 return Err(bad("outputs"));
             };
-            for &e in slice {
-                let (len, id) = Self::entry(e);
-                if len == 0 || len > depth[s] as usize || id as usize >= words {
+            for o in slice {
+                let (len, _) = Self::entry(o);
+                if len == 0 || len > depth[s] as usize {
                     return Err(bad("output word"));
                 }
             }
@@ -464,7 +582,8 @@ impl Automaton {
             cjk,
             ascii,
             other,
-            units,
+            cells,
+            outs,
             outputs,
         })
     }
@@ -516,5 +635,103 @@ impl FreeCells {
             j = n;
         }
         root
+    }
+}
+
+/// The trie of the sorted reversed words as nodes in breadth-first order, with failure links,
+/// outputs and weights: what `Automaton::place` lays out.
+struct KeyTrie {
+    nodes: Vec<KeyNode>,
+    /// Output slices, as in `Automaton::outputs`.
+    outputs: Vec<u32>,
+}
+
+struct KeyNode {
+    code: u32,
+    /// Children: `nodes[children.0..children.1]`, by code.
+    children: (u32, u32),
+    fail: u32,
+    /// Start and length of the node's slice of `outputs`.
+    out: (u32, u32),
+    /// Summed weight of the words through this node.
+    weight: u64,
+}
+
+impl KeyTrie {
+    fn new(keys: &[(Vec<u32>, u32)], weight: &impl Fn(u32) -> u64) -> KeyTrie {
+        let mut nodes = vec![KeyNode {
+            code: 0,
+            children: (0, 0),
+            fail: 0,
+            out: (0, 0),
+            weight: 0,
+        }];
+        let mut parent = vec![0u32];
+        let mut outputs = Vec::new();
+        // Key range and depth of each node.
+        let mut ranges = vec![(0usize, keys.len(), 0usize)];
+        let mut i = 0;
+        while i < nodes.len() {
+            let (mut lo, hi, depth) = ranges[i];
+            if lo < hi && keys[lo].0.len() == depth {
+                nodes[i].weight += weight(keys[lo].1);
+                lo += 1;
+            }
+            let first = nodes.len() as u32;
+            while lo < hi {
+                let c = keys[lo].0[depth];
+                let mut j = lo + 1;
+                while j < hi && keys[j].0[depth] == c {
+                    j += 1;
+                }
+                let child = nodes.len() as u32;
+                // Failure state: the longest proper suffix of the child's string that is a node
+                // (nodes of smaller depth, all numbered before this one, have their children).
+                let fail = if i == 0 {
+                    0
+                } else {
+                    let mut f = nodes[i].fail;
+                    loop {
+                        let (a, b) = nodes[f as usize].children;
+                        let found = nodes[a as usize..b as usize].binary_search_by_key(&c, |n| n.code).ok();
+                        if let Some(k) = found {
+                            break a + k as u32;
+                        }
+                        if f == 0 {
+                            break 0;
+                        }
+                        f = nodes[f as usize].fail;
+                    }
+                };
+                let inherited = nodes[fail as usize].out;
+                let out = if keys[lo].0.len() == depth + 1 {
+                    let start = outputs.len() as u32;
+                    outputs.extend_from_within(inherited.0 as usize..(inherited.0 + inherited.1) as usize);
+                    outputs.push((keys[lo].1 << LEN_BITS) | (depth as u32 + 1));
+                    (start, inherited.1 + 1)
+                } else {
+                    inherited
+                };
+                nodes.push(KeyNode {
+                    code: c,
+                    children: (0, 0),
+                    fail,
+                    out,
+                    weight: 1,
+                });
+                parent.push(i as u32);
+                ranges.push((lo, j, depth + 1));
+                let _ = child;
+                lo = j;
+            }
+            nodes[i].children = (first, nodes.len() as u32);
+            i += 1;
+        }
+        // Children come after their parent: sum the weights from the last node back.
+        for i in (1..nodes.len()).rev() {
+            let w = nodes[i].weight;
+            nodes[parent[i] as usize].weight += w;
+        }
+        KeyTrie { nodes, outputs }
     }
 }

@@ -147,7 +147,7 @@ impl Jieba {
         let trie = CharTrie::read_snapshot(&mut r, records.len())?;
         let automaton = match r.u32()? {
             0 => None,
-            1 => Some(Box::new(Automaton::read_snapshot(&mut r, records.len())?)),
+            1 => Some(Box::new(Automaton::read_snapshot(&mut r, &log_freqs)?)),
             _ => return Err(corrupt("automaton flag")),
         };
         if !r.0.is_empty() {
