@@ -32,9 +32,9 @@ const COUNT_BITS: u32 = 6;
 /// at most `MAX_LEN` deep) needs, so a damaged one cannot loop.
 const MAX_FAIL_STEPS: usize = MAX_LEN + 1;
 
-/// The main CJK block, which nearly every character of a block falls in, is coded by a table.
-const CJK_FIRST: u32 = 0x4E00;
-const CJK_LEN: usize = 0x5200;
+/// Characters of the Basic Multilingual Plane are coded by a table (128 KB), the others by a
+/// search.
+const BMP_LEN: usize = 0x1_0000;
 
 /// A word an output slice lists: its log frequency (a copy of `Jieba::log_freqs`, which the
 /// route reads with it) and `(word id << 6) | length in characters`.
@@ -70,10 +70,8 @@ struct Unit {
 
 #[derive(Clone)]
 pub(crate) struct Automaton {
-    /// Code of each character of the main CJK block, 0 for none.
-    cjk: Vec<u32>,
-    /// Code of each ASCII character, 0 for none.
-    ascii: Vec<u32>,
+    /// Code of each BMP character, 0 for none.
+    bmp: Vec<u16>,
     /// Codes of other characters, sorted by character.
     other: Vec<(u32, u32)>,
     cells: Vec<Cell>,
@@ -140,19 +138,20 @@ impl Automaton {
         let mut by_weight: Vec<(char, u64)> = char_weight.into_iter().collect();
         by_weight.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut ac = Automaton {
-            cjk: vec![0; CJK_LEN],
-            ascii: vec![0; 128],
+            bmp: vec![0; BMP_LEN],
             other: Vec::new(),
             cells: Vec::new(),
             outs: Vec::new(),
             outputs: Vec::new(),
         };
+        if by_weight.len() >= 1 << 16 {
+            return None;
+        }
         for (i, &(c, _)) in by_weight.iter().enumerate() {
             let code = i as u32 + 1;
-            if let Some(slot) = ac.code_slot(c) {
-                *slot = code;
-            } else {
-                ac.other.push((c as u32, code));
+            match ac.bmp.get_mut(c as usize) {
+                Some(slot) => *slot = code as u16,
+                None => ac.other.push((c as u32, code)),
             }
         }
         ac.other.sort_unstable();
@@ -168,24 +167,12 @@ impl Automaton {
         Some(ac)
     }
 
-    fn code_slot(&mut self, c: char) -> Option<&mut u32> {
-        let c = c as u32;
-        if c < 128 {
-            self.ascii.get_mut(c as usize)
-        } else {
-            self.cjk.get_mut(c.wrapping_sub(CJK_FIRST) as usize)
-        }
-    }
-
     /// The code of `c`, 0 if no word has it.
     #[inline(always)]
     fn code(&self, c: char) -> u32 {
         let c = c as u32;
-        let i = c.wrapping_sub(CJK_FIRST) as usize;
-        if i < CJK_LEN {
-            self.cjk[i]
-        } else if c < 128 {
-            self.ascii[c as usize]
+        if let Some(&code) = self.bmp.get(c as usize) {
+            code as u32
         } else {
             self.other
                 .binary_search_by_key(&c, |&(ch, _)| ch)
@@ -292,7 +279,9 @@ impl Automaton {
             });
         }
         self.outs = units.iter().map(|u| u.out).collect();
-        self.outputs = outputs;
+        self.cells = in_huge_pages(&self.cells);
+        self.outs = in_huge_pages(&self.outs);
+        self.outputs = in_huge_pages(&outputs);
         Some(())
     }
 
@@ -344,60 +333,20 @@ impl Automaton {
     }
 
     /// Leave in `states[i]` the output slice (see `outputs`) of the state after reading `chars`
-    /// from the end back to character `i`,
-    /// with the state reset at every character no word has (so a dictionary block, whose
-    /// neighbours are such characters, is read as if alone).
+    /// from the end back to character `i`, with the state reset at every character no word has
+    /// (so a dictionary block, whose neighbours are such characters, is read as if alone).
     ///
-    /// Each step depends on the one before, a chain of dependent loads; the characters are
-    /// therefore cut into `LANES` stretches that each begin at a reset, and read one step of each
-    /// in turn, so that their loads overlap.
+    /// A pass of its own: reading the states and consuming them in the route in one loop was
+    /// slower (vendored / crates.io `cut` 1.04-1.10 against 1.19-1.29, same machine and run).
+    /// Reading four stretches of the sentence in turn, so that their chains of loads overlap,
+    /// gained nothing either (the step has no branch on a loaded value for them to wait on).
     pub(crate) fn states(&self, chars: &[(u32, char)], states: &mut Vec<u32>) {
-        const LANES: usize = 4;
-        /// Below this many characters a sentence is read as one stretch.
-        const MIN_SPLIT: usize = 64;
-        let n = chars.len();
         states.clear();
-        states.resize(n, 0);
-        let one = |from: usize, to: usize, states: &mut [u32]| {
-            let mut state = ROOT;
-            for i in (from..to).rev() {
-                state = self.step(state, chars[i].1);
-                states[i] = self.outs[state as usize];
-            }
-        };
-        if n < MIN_SPLIT {
-            one(0, n, states);
-            return;
-        }
-        // Lane k reads `bounds[k]..bounds[k + 1]` right to left; each bound but the last is a
-        // character without a code, which leaves the state reset for the lane to its left.
-        let mut bounds = [n; LANES + 1];
-        bounds[0] = 0;
-        for k in 1..LANES {
-            let mut p = (n * k / LANES).max(bounds[k - 1]);
-            while p < n && self.code(chars[p].1) != 0 {
-                p += 1;
-            }
-            bounds[k] = p;
-        }
-        let mut pos = [0usize; LANES];
-        pos.copy_from_slice(&bounds[1..]);
-        let mut state = [ROOT; LANES];
-        let common = (0..LANES).map(|k| bounds[k + 1] - bounds[k]).min().unwrap_or(0);
-        for _ in 0..common {
-            for k in 0..LANES {
-                pos[k] -= 1;
-                let s = self.step(state[k], chars[pos[k]].1);
-                state[k] = s;
-                states[pos[k]] = self.outs[s as usize];
-            }
-        }
-        for k in 0..LANES {
-            let mut s = state[k];
-            for i in (bounds[k]..pos[k]).rev() {
-                s = self.step(s, chars[i].1);
-                states[i] = self.outs[s as usize];
-            }
+        states.resize(chars.len(), 0);
+        let mut state = ROOT;
+        for (&(_, ch), out) in chars.iter().zip(states.iter_mut()).rev() {
+            state = self.step(state, ch);
+            *out = self.outs[state as usize];
         }
     }
 
@@ -428,19 +377,16 @@ impl Automaton {
 
     /// Bytes held on the heap.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.cjk.len() * 4
-            + self.ascii.len() * 4
+        self.bmp.len() * 2
             + self.other.len() * 8
             + self.cells.len() * (std::mem::size_of::<Cell>() + 4)
             + self.outputs.len() * std::mem::size_of::<Output>()
     }
 
     pub(crate) fn write_snapshot(&self, w: &mut Writer<'_>) {
-        for table in [&self.cjk, &self.ascii] {
-            w.u64(table.len() as u64);
-            for &c in table {
-                w.u32(c);
-            }
+        w.u64(self.bmp.len() as u64);
+        for &c in &self.bmp {
+            w.u32(c as u32);
         }
         w.u64(self.other.len() as u64);
         for &(c, code) in &self.other {
@@ -468,14 +414,13 @@ impl Automaton {
     /// never reaches past the block's end). The log frequencies are taken from `log_freqs`.
     pub(crate) fn read_snapshot(r: &mut Reader<'_>, log_freqs: &[f64]) -> Result<Automaton, Error> {
         let bad = |what: &str| Error::InvalidDictEntry(format!("dictionary snapshot: automaton {what}"));
-        let table = |r: &mut Reader<'_>, len: usize| -> Result<Vec<u32>, Error> {
-            if r.count(4)? != len {
-                return Err(bad("code table size"));
-            }
-            (0..len).map(|_| r.u32()).collect()
-        };
-        let cjk = table(r, CJK_LEN)?;
-        let ascii = table(r, 128)?;
+        if r.count(4)? != BMP_LEN {
+            return Err(bad("code table size"));
+        }
+        let mut bmp = Vec::with_capacity(BMP_LEN);
+        for _ in 0..BMP_LEN {
+            bmp.push(u16::try_from(r.u32()?).map_err(|_| bad("code"))?);
+        }
         let n = r.count(8)?;
         let mut other = Vec::with_capacity(n);
         for _ in 0..n {
@@ -484,10 +429,9 @@ impl Automaton {
         if other.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err(bad("codes not sorted"));
         }
-        let max_code = cjk
+        let max_code = bmp
             .iter()
-            .chain(&ascii)
-            .copied()
+            .map(|&c| c as u32)
             .chain(other.iter().map(|&(_, c)| c))
             .max()
             .unwrap_or(0) as usize;
@@ -579,8 +523,7 @@ impl Automaton {
             }
         }
         Ok(Automaton {
-            cjk,
-            ascii,
+            bmp,
             other,
             cells,
             outs,
@@ -734,4 +677,32 @@ impl KeyTrie {
         }
         KeyTrie { nodes, outputs }
     }
+}
+
+/// [newsdedup addition] A copy of `items` in memory the kernel is asked to back with 2 MB pages
+/// (Linux, transparent huge pages in `madvise` mode): the automaton's reads land anywhere in
+/// tens of megabytes, and with 4 KB pages nearly every one also misses the TLB (in a virtual
+/// machine, a two-level page walk). Elsewhere, or if the kernel declines, an ordinary copy.
+fn in_huge_pages<T: Copy>(items: &[T]) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(items.len());
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let bytes = items.len() * std::mem::size_of::<T>();
+        if bytes >= HUGE {
+            let start = v.as_mut_ptr() as usize;
+            let page = 4096;
+            let aligned = start.div_ceil(page) * page;
+            let len = (start + bytes).saturating_sub(aligned) / page * page;
+            if len > 0 {
+                // SAFETY: advice on pages of this vector's own (still unused) allocation; it
+                // changes how they are backed, never their contents.
+                unsafe {
+                    libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+                }
+            }
+        }
+    }
+    v.extend_from_slice(items);
+    v
 }
