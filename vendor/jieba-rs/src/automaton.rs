@@ -5,16 +5,18 @@
 //! `cut` needs, for each character of a block, the ends of the dictionary words starting at it
 //! (jieba's DAG) and consumes them from the last character to the first (the route). The trie
 //! walk finds them by walking afresh from every character, a chain of dependent loads per
-//! position. Read right to left, the automaton takes one transition per character (plus the rare
+//! position. Read right to left, the automaton takes one transition per character (plus the
 //! failure steps), and its state there lists, shortest first, the words starting at that
-//! character: the same edges in the same order, ready for the route as they are found.
+//! character: the same edges in the same order as the walk's.
 //!
-//! Layout: characters are mapped to dense codes (most frequent in the dictionary first); state
-//! `s` has a transition on code `c` to `t = base[s] + c` iff `check[t] == s`. Each state also
-//! holds its failure state and a slice of `outputs`: `(word id << 6) | length in characters` of
-//! every dictionary word that is a prefix of the text read from that character, ascending by
-//! length. Only words made entirely of characters that can appear in a dictionary block
-//! (`is_han_default`) are kept: no other word can match there.
+//! Layout: characters are mapped to dense codes (heaviest in the dictionary first); state `s`
+//! has a transition on code `c` to `t = base[s] + c` iff `check[t] == s`. Each state's cell also
+//! holds its failure state (and that state's `base`) and a slice of `outputs`: log frequency and
+//! `(word id << 6) | length in characters` of every dictionary word that is a prefix of the text
+//! read from that character, ascending by length. States are laid out heaviest first (by the
+//! summed frequency of the words through them), so common text stays in few cache lines. Only
+//! words made entirely of characters that can appear in a dictionary block (`is_han_default`)
+//! are kept: no other word can match there.
 
 use crate::errors::Error;
 use crate::snapshot::{Reader, Writer};
@@ -22,7 +24,7 @@ use crate::trie::CharTrie;
 
 const ROOT: u32 = 0;
 /// `check` of a cell that is not a state (and of the root, which has no parent).
-const EMPTY: u32 = u32::MAX;
+const EMPTY: u32 = (1 << 21) - 1;
 /// Output entries pack the word's length in characters in the low bits.
 const LEN_BITS: u32 = 6;
 const MAX_LEN: usize = (1 << LEN_BITS) - 1;
@@ -44,20 +46,56 @@ pub(crate) struct Output {
     word: u32,
 }
 
-/// A cell of the double array: the transitions of the state there and of its failure state, in
-/// one 16-byte unit (a transition's check brings the rest into cache, so that the next step
-/// can read the transitions from the state and from its failure state at once).
+/// Cell indices (states, bases, failure states) have 21 bits, so that a cell packs into 16
+/// bytes: a dictionary needing more cells is left to the trie walk.
+const IDX_BITS: u32 = 21;
+const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
+
+/// A cell of the double array, packed into 16 bytes: the transitions of the state there (`base`,
+/// and `check`, its parent), its failure state, the failure state's `base` and whether that
+/// one's failure state is not the root (`deep`), and its output slice. A transition's check
+/// brings the whole cell into cache, so the next step reads the transitions from the state and
+/// from its failure state at once, and the output slice with no further load.
 #[derive(Clone, Copy)]
 struct Cell {
-    base: u32,
-    check: u32,
-    fail: u32,
-    /// The failure state's `base`, with `DEEP` set when the failure state's own failure state is
-    /// not the root.
-    fail_base: u32,
+    /// `base | check << 21 | fail << 42 | deep << 63`.
+    lo: u64,
+    /// `fail_base | out << 32`.
+    hi: u64,
 }
 
-const DEEP: u32 = 1 << 31;
+impl Cell {
+    fn pack(u: &Unit, fail_base: u32, deep: bool) -> Cell {
+        Cell {
+            lo: u.base as u64 | (u.check as u64) << IDX_BITS | (u.fail as u64) << (2 * IDX_BITS) | (deep as u64) << 63,
+            hi: fail_base as u64 | (u.out as u64) << 32,
+        }
+    }
+    #[inline(always)]
+    fn base(self) -> u32 {
+        (self.lo & IDX_MASK) as u32
+    }
+    #[inline(always)]
+    fn check(self) -> u32 {
+        ((self.lo >> IDX_BITS) & IDX_MASK) as u32
+    }
+    #[inline(always)]
+    fn fail(self) -> u32 {
+        ((self.lo >> (2 * IDX_BITS)) & IDX_MASK) as u32
+    }
+    #[inline(always)]
+    fn deep(self) -> bool {
+        self.lo >> 63 != 0
+    }
+    #[inline(always)]
+    fn fail_base(self) -> u32 {
+        self.hi as u32
+    }
+    #[inline(always)]
+    fn out(self) -> u32 {
+        (self.hi >> 32) as u32
+    }
+}
 
 /// A cell while the automaton is built: its `Cell` and output slice.
 #[derive(Clone, Copy)]
@@ -75,8 +113,6 @@ pub(crate) struct Automaton {
     /// Codes of other characters, sorted by character.
     other: Vec<(u32, u32)>,
     cells: Vec<Cell>,
-    /// The output slice of the state in each cell (see `outputs`).
-    outs: Vec<u32>,
     outputs: Vec<Output>,
 }
 
@@ -84,7 +120,7 @@ impl std::fmt::Debug for Automaton {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Automaton")
             .field("cells", &self.cells.len())
-            .field("states", &self.cells.iter().filter(|u| u.check != EMPTY).count())
+            .field("states", &self.cells.iter().filter(|u| u.check() != EMPTY).count())
             .field("outputs", &self.outputs.len())
             .finish()
     }
@@ -141,7 +177,6 @@ impl Automaton {
             bmp: vec![0; BMP_LEN],
             other: Vec::new(),
             cells: Vec::new(),
-            outs: Vec::new(),
             outputs: Vec::new(),
         };
         if by_weight.len() >= 1 << 16 {
@@ -264,24 +299,15 @@ impl Automaton {
             }
             units[t].out = (new_start << COUNT_BITS) | count;
         }
+        if units.len() >= EMPTY as usize {
+            return None;
+        }
         self.cells = Vec::with_capacity(units.len());
         for u in &units {
             let f = units.get(u.fail as usize)?;
-            if f.base & DEEP != 0 {
-                return None;
-            }
-            let deep = if u.fail != ROOT && f.fail != ROOT { DEEP } else { 0 };
-            self.cells.push(Cell {
-                base: u.base,
-                check: u.check,
-                fail: u.fail,
-                fail_base: f.base | deep,
-            });
+            self.cells.push(Cell::pack(u, f.base, u.fail != ROOT && f.fail != ROOT));
         }
-        self.outs = units.iter().map(|u| u.out).collect();
-        self.cells = in_huge_pages(&self.cells);
-        self.outs = in_huge_pages(&self.outs);
-        self.outputs = in_huge_pages(&outputs);
+        self.outputs = outputs;
         Some(())
     }
 
@@ -289,26 +315,27 @@ impl Automaton {
 
     /// The state after reading `ch` in `state`.
     ///
-    /// Written for the common cases without a branch on the loaded cells: the transition from
-    /// `state`, from its failure state and from the root are all read at once, and the first that
-    /// exists is taken; only a state whose failure chain is longer goes round the loop. (A branch
-    /// on a cell that missed the cache is mispredicted often, and each misprediction throws
-    /// away the other lanes' loads in flight; see `states`.)
+    /// The transitions from `state`, from its failure state (whose `base` the state's cell
+    /// holds) and from the root are read at once, not one after the other, and the first that
+    /// exists is taken; only a state whose failure chain is longer goes round the loop. (Forcing
+    /// the choice into conditional moves, `select_unpredictable`, was much slower: vendored /
+    /// crates.io `cut` 0.80-0.90 against 1.17-1.30; with branches the processor goes on with the
+    /// likely transition before the others' loads arrive.)
     #[inline(always)]
     pub(crate) fn step(&self, state: u32, ch: char) -> u32 {
         let code = self.code(ch);
         let cells = &self.cells;
         let here = cells[state as usize];
-        let t1 = here.base.wrapping_add(code);
-        let f = here.fail;
-        let t2 = (here.fail_base & !DEEP).wrapping_add(code);
-        let t3 = cells[ROOT as usize].base.wrapping_add(code);
+        let t1 = here.base().wrapping_add(code);
+        let f = here.fail();
+        let t2 = here.fail_base().wrapping_add(code);
+        let t3 = cells[ROOT as usize].base().wrapping_add(code);
         // Code 0 has no transition anywhere: no state has a child in its base cell.
-        let ok1 = cells[t1 as usize].check == state;
-        let ok2 = cells[t2 as usize].check == f;
-        let ok3 = cells[t3 as usize].check == ROOT;
-        if !ok1 && !ok2 && here.fail_base & DEEP != 0 && code != 0 {
-            return self.step_slow(cells[f as usize].fail, code);
+        let ok1 = cells[t1 as usize].check() == state;
+        let ok2 = cells[t2 as usize].check() == f;
+        let ok3 = cells[t3 as usize].check() == ROOT;
+        if !ok1 && !ok2 && here.deep() && code != 0 {
+            return self.step_slow(cells[f as usize].fail(), code);
         }
         let r3 = if ok3 { t3 } else { ROOT };
         let r2 = if ok2 { t2 } else { r3 };
@@ -320,14 +347,14 @@ impl Automaton {
     #[cold]
     fn step_slow(&self, mut state: u32, code: u32) -> u32 {
         for _ in 0..MAX_FAIL_STEPS {
-            let t = self.cells[state as usize].base.wrapping_add(code);
-            if self.cells.get(t as usize).is_some_and(|u| u.check == state) {
+            let t = self.cells[state as usize].base().wrapping_add(code);
+            if self.cells.get(t as usize).is_some_and(|u| u.check() == state) {
                 return t;
             }
             if state == ROOT {
                 return ROOT;
             }
-            state = self.cells[state as usize].fail;
+            state = self.cells[state as usize].fail();
         }
         ROOT
     }
@@ -346,7 +373,7 @@ impl Automaton {
         let mut state = ROOT;
         for (&(_, ch), out) in chars.iter().zip(states.iter_mut()).rev() {
             state = self.step(state, ch);
-            *out = self.outs[state as usize];
+            *out = self.cells[state as usize].out();
         }
     }
 
@@ -379,7 +406,7 @@ impl Automaton {
     pub(crate) fn heap_bytes(&self) -> usize {
         self.bmp.len() * 2
             + self.other.len() * 8
-            + self.cells.len() * (std::mem::size_of::<Cell>() + 4)
+            + self.cells.len() * std::mem::size_of::<Cell>()
             + self.outputs.len() * std::mem::size_of::<Output>()
     }
 
@@ -394,12 +421,9 @@ impl Automaton {
             w.u32(code);
         }
         w.u64(self.cells.len() as u64);
-        for (c, &out) in self.cells.iter().zip(&self.outs) {
-            w.u32(c.base);
-            w.u32(c.check);
-            w.u32(c.fail);
-            w.u32(c.fail_base);
-            w.u32(out);
+        for c in &self.cells {
+            w.u64(c.lo);
+            w.u64(c.hi);
         }
         w.u64(self.outputs.len() as u64);
         for o in &self.outputs {
@@ -435,17 +459,16 @@ impl Automaton {
             .chain(other.iter().map(|&(_, c)| c))
             .max()
             .unwrap_or(0) as usize;
-        let n = r.count(20)?;
+        let n = r.count(16)?;
         let mut cells = Vec::with_capacity(n);
-        let mut outs = Vec::with_capacity(n);
         for _ in 0..n {
             cells.push(Cell {
-                base: r.u32()?,
-                check: r.u32()?,
-                fail: r.u32()?,
-                fail_base: r.u32()?,
+                lo: r.u64()?,
+                hi: r.u64()?,
             });
-            outs.push(r.u32()?);
+        }
+        if n >= EMPTY as usize {
+            return Err(bad("size"));
         }
         let n = r.count(4)?;
         let mut outputs = Vec::with_capacity(n);
@@ -457,7 +480,7 @@ impl Automaton {
             outputs.push(Output { log_freq, word });
         }
 
-        if cells.is_empty() || cells[0].check != EMPTY {
+        if cells.is_empty() || cells[0].check() != EMPTY {
             return Err(bad("root"));
         }
         // Depth of every state through its parents (`check`), at most MAX_LEN.
@@ -466,7 +489,7 @@ impl Automaton {
         depth[0] = 0;
         let mut path = Vec::new();
         for s in 0..cells.len() {
-            if cells[s].check == EMPTY {
+            if cells[s].check() == EMPTY {
                 continue;
             }
             path.clear();
@@ -476,8 +499,8 @@ impl Automaton {
                 if path.len() > MAX_LEN {
                     return Err(bad("too deep"));
                 }
-                let parent = cells[t].check as usize;
-                if parent >= cells.len() || (cells[parent].check == EMPTY && parent != 0) {
+                let parent = cells[t].check() as usize;
+                if parent >= cells.len() || (cells[parent].check() == EMPTY && parent != 0) {
                     return Err(bad("parent"));
                 }
                 t = parent;
@@ -495,23 +518,19 @@ impl Automaton {
             if depth[s] == UNKNOWN {
                 continue;
             }
-            if c.base as usize + max_code >= cells.len() {
+            if c.base() as usize + max_code >= cells.len() {
                 return Err(bad("base"));
             }
-            let f = c.fail as usize;
+            let f = c.fail() as usize;
             if f >= cells.len() || depth[f] == UNKNOWN || (s != 0 && depth[f] >= depth[s]) {
                 return Err(bad("failure state"));
             }
-            let deep = if f != ROOT as usize && cells[f].fail != ROOT {
-                DEEP
-            } else {
-                0
-            };
-            if c.base & DEEP != 0 || c.fail_base != cells[f].base | deep {
+            let deep = f != ROOT as usize && cells[f].fail() != ROOT;
+            if c.fail_base() != cells[f].base() || c.deep() != deep {
                 return Err(bad("failure state's base"));
             }
-            let start = (outs[s] >> COUNT_BITS) as usize;
-            let count = (outs[s] & ((1 << COUNT_BITS) - 1)) as usize;
+            let start = (c.out() >> COUNT_BITS) as usize;
+            let count = (c.out() & ((1 << COUNT_BITS) - 1)) as usize;
             let Some(slice) = outputs.get(start..start + count) else {
                 return Err(bad("outputs"));
             };
@@ -526,7 +545,6 @@ impl Automaton {
             bmp,
             other,
             cells,
-            outs,
             outputs,
         })
     }
@@ -677,32 +695,4 @@ impl KeyTrie {
         }
         KeyTrie { nodes, outputs }
     }
-}
-
-/// [newsdedup addition] A copy of `items` in memory the kernel is asked to back with 2 MB pages
-/// (Linux, transparent huge pages in `madvise` mode): the automaton's reads land anywhere in
-/// tens of megabytes, and with 4 KB pages nearly every one also misses the TLB (in a virtual
-/// machine, a two-level page walk). Elsewhere, or if the kernel declines, an ordinary copy.
-fn in_huge_pages<T: Copy>(items: &[T]) -> Vec<T> {
-    let mut v: Vec<T> = Vec::with_capacity(items.len());
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE: usize = 2 << 20;
-        let bytes = items.len() * std::mem::size_of::<T>();
-        if bytes >= HUGE {
-            let start = v.as_mut_ptr() as usize;
-            let page = 4096;
-            let aligned = start.div_ceil(page) * page;
-            let len = (start + bytes).saturating_sub(aligned) / page * page;
-            if len > 0 {
-                // SAFETY: advice on pages of this vector's own (still unused) allocation; it
-                // changes how they are backed, never their contents.
-                unsafe {
-                    libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
-                }
-            }
-        }
-    }
-    v.extend_from_slice(items);
-    v
 }
