@@ -239,6 +239,7 @@ impl Automaton {
         // States with several children search only the last `WINDOW` cells: older holes rarely
         // fit them, and scanning them all made building quadratic.
         const WINDOW: usize = 1 << 16;
+        const MAX_TRIES: usize = usize::MAX;
         let mut top_used = 0usize;
         for &i in &order {
             let node = &trie.nodes[i as usize];
@@ -253,12 +254,19 @@ impl Automaton {
                 0
             };
             let mut pos = free.find((first + 1).max(from));
+            let mut tries = 0;
             let base = loop {
                 let b = pos - first;
                 if children[1..].iter().all(|c| free.is_free(b + c.code as usize)) {
                     break b;
                 }
-                pos = free.find(pos + 1);
+                // After many misfits, go past every cell taken so far, where all are free.
+                tries += 1;
+                pos = if tries == MAX_TRIES {
+                    free.find(top_used + 1 + first)
+                } else {
+                    free.find(pos + 1)
+                };
             };
             let top = base + span;
             free.ensure(top + 1);
@@ -431,11 +439,14 @@ impl Automaton {
         }
     }
 
-    /// Reads an automaton back, checking everything `step`, `outputs` and the route rely on:
-    /// table sizes, every state's transitions inside the cell table, failure states strictly
-    /// shallower than their state, output slices inside the output table, and output words
-    /// with ids below `log_freqs.len()` and no longer than their state is deep (so a word found
-    /// never reaches past the block's end). The log frequencies are taken from `log_freqs`.
+    /// Reads an automaton back, checking every index `step`, `outputs` and the route rely on:
+    /// table sizes, every state's transitions (from it, and from its failure state through
+    /// `fail_base`) inside the cell table, failure states and parents inside it, output slices
+    /// inside the output table, and output words with ids below `log_freqs.len()` and lengths of
+    /// 1 to 63 characters. So a damaged image is refused or loads into a segmenter that cannot
+    /// panic; it may segment wrongly (the structure is not re-derived: that took ~100 ms of random
+    /// reads at start-up), so an image must be the writer's bytes (newsdedup checksums its
+    /// start-up image). The log frequencies are taken from `log_freqs`.
     pub(crate) fn read_snapshot(r: &mut Reader<'_>, log_freqs: &[f64]) -> Result<Automaton, Error> {
         let bad = |what: &str| Error::InvalidDictEntry(format!("dictionary snapshot: automaton {what}"));
         if r.count(4)? != BMP_LEN {
@@ -459,86 +470,54 @@ impl Automaton {
             .chain(other.iter().map(|&(_, c)| c))
             .max()
             .unwrap_or(0) as usize;
+        // Read in bulk: these are most of the image.
+        let u64_at = |b: &[u8], at: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[at..at + 8]);
+            u64::from_le_bytes(a)
+        };
         let n = r.count(16)?;
-        let mut cells = Vec::with_capacity(n);
-        for _ in 0..n {
-            cells.push(Cell {
-                lo: r.u64()?,
-                hi: r.u64()?,
-            });
-        }
         if n >= EMPTY as usize {
             return Err(bad("size"));
         }
+        let cells: Vec<Cell> = r
+            .take(n * 16)?
+            .chunks_exact(16)
+            .map(|c| Cell {
+                lo: u64_at(c, 0),
+                hi: u64_at(c, 8),
+            })
+            .collect();
         let n = r.count(4)?;
         let mut outputs = Vec::with_capacity(n);
-        for _ in 0..n {
-            let word = r.u32()?;
+        for c in r.take(n * 4)?.chunks_exact(4) {
+            let word = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             let Some(&log_freq) = log_freqs.get((word >> LEN_BITS) as usize) else {
                 return Err(bad("output word"));
             };
+            if word & ((1 << LEN_BITS) - 1) == 0 {
+                return Err(bad("output length"));
+            }
             outputs.push(Output { log_freq, word });
         }
 
         if cells.is_empty() || cells[0].check() != EMPTY {
             return Err(bad("root"));
         }
-        // Depth of every state through its parents (`check`), at most MAX_LEN.
-        const UNKNOWN: u8 = u8::MAX;
-        let mut depth = vec![UNKNOWN; cells.len()];
-        depth[0] = 0;
-        let mut path = Vec::new();
-        for s in 0..cells.len() {
-            if cells[s].check() == EMPTY {
-                continue;
-            }
-            path.clear();
-            let mut t = s;
-            while depth[t] == UNKNOWN {
-                path.push(t);
-                if path.len() > MAX_LEN {
-                    return Err(bad("too deep"));
-                }
-                let parent = cells[t].check() as usize;
-                if parent >= cells.len() || (cells[parent].check() == EMPTY && parent != 0) {
-                    return Err(bad("parent"));
-                }
-                t = parent;
-            }
-            let mut d = depth[t];
-            for &p in path.iter().rev() {
-                d += 1;
-                if d as usize > MAX_LEN {
-                    return Err(bad("too deep"));
-                }
-                depth[p] = d;
-            }
-        }
-        for (s, c) in cells.iter().enumerate() {
-            if depth[s] == UNKNOWN {
-                continue;
-            }
-            if c.base() as usize + max_code >= cells.len() {
-                return Err(bad("base"));
-            }
-            let f = c.fail() as usize;
-            if f >= cells.len() || depth[f] == UNKNOWN || (s != 0 && depth[f] >= depth[s]) {
-                return Err(bad("failure state"));
-            }
-            let deep = f != ROOT as usize && cells[f].fail() != ROOT;
-            if c.fail_base() != cells[f].base() || c.deep() != deep {
-                return Err(bad("failure state's base"));
+        let len = cells.len();
+        for c in &cells {
+            let index_ok = |i: u32| (i as usize) < len;
+            if c.base() as usize + max_code >= len
+                || c.fail_base() as usize + max_code >= len
+                || !index_ok(c.fail())
+                || !(index_ok(c.check()) || c.check() == EMPTY)
+            {
+                return Err(bad("cell"));
             }
             let start = (c.out() >> COUNT_BITS) as usize;
             let count = (c.out() & ((1 << COUNT_BITS) - 1)) as usize;
-            let Some(slice) = outputs.get(start..start + count) else {
+            if start + count > outputs.len() {
                 return Err(bad("outputs"));
-            };
-            for o in slice {
-                let (len, _) = Self::entry(o);
-                if len == 0 || len > depth[s] as usize {
-                    return Err(bad("output word"));
-                }
             }
         }
         Ok(Automaton {

@@ -828,8 +828,12 @@ impl Jieba {
             let mut mask = 0u64;
             for o in ac.outputs(state) {
                 let (len, word_id) = Automaton::entry(o);
-                mask |= 1 << len;
                 let end = idx + len;
+                // Never so for an automaton built here; an image's is not re-derived on loading.
+                if end > n {
+                    continue;
+                }
+                mask |= 1 << len;
                 let log_freq = o.log_freq;
                 let prob = log_freq - logtotal + route[end].prob;
 

@@ -44,7 +44,7 @@ fn corrupt(what: &str) -> Error {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if self.0.len() < n {
             return Err(corrupt("truncated"));
         }
