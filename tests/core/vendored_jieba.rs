@@ -1,6 +1,6 @@
-//! The vendored jieba-rs (vendor/jieba-rs, tuned for speed: `cut` reads each sentence with a
-//! dictionary automaton in one pass instead of walking the trie from every character, and the
-//! walk that remains prefetches) segments exactly like the crates.io release it was copied from.
+//! The vendored jieba-rs (vendor/jieba-rs: its trie walk prefetches, and on request, `cut` reads
+//! each sentence with a dictionary automaton in one pass instead of walking the trie from every
+//! character) segments exactly like the crates.io release it was copied from, either way.
 //! Fingerprints depend on every token, so any difference would silently change them. Every
 //! comparison checks each token's word, character span and byte span, with the HMM on and off.
 
@@ -39,19 +39,45 @@ const TRICKY: &[&str] = &[
 /// word in the wrong place is a difference too.
 type Tok<'a> = (&'a str, usize, usize, usize, usize);
 
+/// The vendored dictionary `dict` with the automaton `cut` reads sentences with in one pass.
+fn with_automaton(dict: &str) -> jieba_rs::Jieba {
+    let mut j = jieba_rs::Jieba::with_dict(&mut dict.as_bytes()).unwrap();
+    j.build_automaton();
+    assert!(j.automaton_bytes().is_some());
+    j
+}
+
 fn cut_both(vendored: &jieba_rs::Jieba, upstream: &jieba_rs_upstream::Jieba, text: &str) {
+    cut_many(&[vendored], upstream, text);
+}
+
+/// `cut_both` for several vendored instances, cutting with upstream once.
+fn cut_many(vendored: &[&jieba_rs::Jieba], upstream: &jieba_rs_upstream::Jieba, text: &str) {
     for hmm in [true, false] {
-        let got: Vec<Tok> = vendored
-            .cut(text, hmm)
-            .iter()
-            .map(|t| (t.word, t.start, t.end, t.byte_start, t.byte_end))
-            .collect();
         let want: Vec<Tok> = upstream
             .cut(text, hmm)
             .iter()
             .map(|t| (t.word, t.start, t.end, t.byte_start, t.byte_end))
             .collect();
-        assert_eq!(got, want, "hmm={hmm}: {text}");
+        for vendored in vendored {
+            cut_vendored(vendored, &want, text, hmm);
+        }
+    }
+}
+
+fn cut_vendored(vendored: &jieba_rs::Jieba, want: &[Tok], text: &str, hmm: bool) {
+    {
+        let got: Vec<Tok> = vendored
+            .cut(text, hmm)
+            .iter()
+            .map(|t| (t.word, t.start, t.end, t.byte_start, t.byte_end))
+            .collect();
+        assert_eq!(
+            got,
+            want,
+            "hmm={hmm}, automaton={}: {text}",
+            vendored.automaton_bytes().is_some()
+        );
         // The ids `cut_with_ids` hands out are the words' dictionary ids, and its words are
         // `cut`'s.
         let mut words = Vec::new();
@@ -89,27 +115,27 @@ fn cut_all_ways(vendored: &jieba_rs::Jieba, upstream: &jieba_rs_upstream::Jieba,
 
 #[test]
 fn vendored_segmentation_equals_the_crates_io_release() {
-    let vendored = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let walking = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    assert!(
+        walking.automaton_bytes().is_none(),
+        "the automaton is asked for"
+    );
+    let vendored = with_automaton(DICT);
     let upstream = jieba_rs_upstream::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
     cut_all_ways(&vendored, &upstream, TRICKY);
-    let corpus = common::corpus_texts(300);
-    for (title, content) in &corpus {
-        cut_both(&vendored, &upstream, title);
-        cut_both(&vendored, &upstream, content);
-    }
-    eprintln!("{} corpus articles compared", corpus.len());
 }
 
-/// The whole corpus (every article of every file, ~28k), title and content, HMM on and off.
-/// Without the corpus, the sample.
+/// The whole corpus (every article of every file, ~28k), title and content, HMM on and off,
+/// with the trie walk (the default) and with the automaton. Without the corpus, the sample.
 #[test]
 fn the_whole_corpus_segments_like_the_crates_io_release() {
-    let vendored = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let walking = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let vendored = with_automaton(DICT);
     let upstream = jieba_rs_upstream::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
     let corpus = common::corpus_texts(usize::MAX);
     for (title, content) in &corpus {
-        cut_both(&vendored, &upstream, title);
-        cut_both(&vendored, &upstream, content);
+        cut_many(&[&walking, &vendored], &upstream, title);
+        cut_many(&[&walking, &vendored], &upstream, content);
     }
     eprintln!("{} corpus articles compared", corpus.len());
 }
@@ -132,17 +158,23 @@ fn zero_frequencies_segment_like_upstream() {
         "",
     ];
     for dict in dicts {
-        let vendored = jieba_rs::Jieba::with_dict(&mut dict.as_bytes()).unwrap();
+        let vendored = with_automaton(dict);
         let upstream = jieba_rs_upstream::Jieba::with_dict(&mut dict.as_bytes()).unwrap();
         cut_all_ways(&vendored, &upstream, &texts);
     }
     // Zero frequencies added to the full dictionary, by `add_word` and `load_dict`.
-    let mut vendored = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let mut vendored = with_automaton(DICT);
     let mut upstream = jieba_rs_upstream::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
     for w in ["长江大桥", "市长"] {
-        assert_eq!(vendored.add_word(w, Some(0), None), upstream.add_word(w, Some(0), None));
+        assert_eq!(
+            vendored.add_word(w, Some(0), None),
+            upstream.add_word(w, Some(0), None)
+        );
     }
-    assert!(vendored.automaton_bytes().is_some(), "known words keep the automaton");
+    assert!(
+        vendored.automaton_bytes().is_some(),
+        "known words keep the automaton"
+    );
     cut_all_ways(&vendored, &upstream, &texts);
     let user = "南京市长 0 n\n江大 0\n";
     vendored.load_dict(&mut user.as_bytes()).unwrap();
@@ -155,7 +187,7 @@ fn zero_frequencies_segment_like_upstream() {
 /// extend, and are extended by, dictionary words.
 #[test]
 fn added_words_segment_like_upstream() {
-    let mut vendored = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let mut vendored = with_automaton(DICT);
     let mut upstream = jieba_rs_upstream::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
     let added = ["中国人民大会", "新冠疫苗接种点", "𠀀𠀁", "ai大模型", "的了"];
     let mut seen = HashSet::new();
@@ -182,8 +214,16 @@ fn added_words_segment_like_upstream() {
     // again, and segments the same either way. A word the release's blocks never contain whole
     // (it has a space or punctuation) changes nothing; a frequency change of a known word is
     // seen by the automaton too.
-    for (w, f) in [("大会堂里", 200_000), ("ai 大模型", 300_000), ("新冠，疫苗", 1), ("大模型", 9)] {
-        assert_eq!(vendored.add_word(w, Some(f), None), upstream.add_word(w, Some(f), None));
+    for (w, f) in [
+        ("大会堂里", 200_000),
+        ("ai 大模型", 300_000),
+        ("新冠，疫苗", 1),
+        ("大模型", 9),
+    ] {
+        assert_eq!(
+            vendored.add_word(w, Some(f), None),
+            upstream.add_word(w, Some(f), None)
+        );
     }
     assert!(vendored.automaton_bytes().is_none());
     for text in texts.iter().chain(TRICKY) {
@@ -194,9 +234,15 @@ fn added_words_segment_like_upstream() {
     cut_all_ways(&vendored, &upstream, TRICKY);
     // A frequency derived by `suggest_freq` (which cuts), and a changed frequency of a word the
     // automaton lists.
-    assert_eq!(vendored.add_word("堂里讨论", None, None), upstream.add_word("堂里讨论", None, None));
+    assert_eq!(
+        vendored.add_word("堂里讨论", None, None),
+        upstream.add_word("堂里讨论", None, None)
+    );
     vendored.build_automaton();
-    assert_eq!(vendored.add_word("大会堂里", Some(1), None), upstream.add_word("大会堂里", Some(1), None));
+    assert_eq!(
+        vendored.add_word("大会堂里", Some(1), None),
+        upstream.add_word("大会堂里", Some(1), None)
+    );
     assert!(vendored.automaton_bytes().is_some());
     cut_all_ways(&vendored, &upstream, &texts);
 }
@@ -206,7 +252,7 @@ fn added_words_segment_like_upstream() {
 /// again gives the same bytes; words added after loading an image are found like upstream's.
 #[test]
 fn a_dictionary_image_segments_like_the_text_it_was_built_from() {
-    let loaded = jieba_rs::Jieba::with_dict(&mut DICT.as_bytes()).unwrap();
+    let loaded = with_automaton(DICT);
     let mut image = Vec::new();
     loaded.write_snapshot(&mut image).expect("imaged");
     let mut from_image = jieba_rs::Jieba::from_snapshot(&image).unwrap();
@@ -238,7 +284,7 @@ fn a_dictionary_image_segments_like_the_text_it_was_built_from() {
 #[test]
 fn a_damaged_dictionary_image_is_refused() {
     let small = "南京 100 ns\n南京市 80 ns\n长江大桥 50 ns\n大桥 40 n\n";
-    let loaded = jieba_rs::Jieba::with_dict(&mut small.as_bytes()).unwrap();
+    let loaded = with_automaton(small);
     let mut image = Vec::new();
     loaded.write_snapshot(&mut image).expect("imaged");
     assert!(jieba_rs::Jieba::from_snapshot(&image).is_ok());

@@ -394,11 +394,13 @@ pub struct Jieba {
     tags: Vec<Box<str>>,
     tag_ids: FxHashMap<Box<str>, u32>,
     trie: CharTrie,
-    /// [newsdedup addition] The same words as an automaton that `cut` reads each block with in
-    /// one pass (see `automaton.rs`); `None` after `add_word` added a word (until
-    /// [`build_automaton`](Self::build_automaton) or the next `load_dict`), and then `cut` walks
-    /// the trie as the release does.
+    /// [newsdedup addition] The same words as an automaton that `cut` reads each sentence with
+    /// in one pass (see `automaton.rs`), when asked for with
+    /// [`build_automaton`](Self::build_automaton); without it (the default, and after `add_word`
+    /// added a word) `cut` walks the trie as the release does.
     automaton: Option<Box<Automaton>>,
+    /// [newsdedup addition] Whether `load_dict` builds the automaton again.
+    want_automaton: bool,
     total: usize,
     log_total: f64,
     hmm_model: Option<HmmModel>,
@@ -430,6 +432,7 @@ impl Jieba {
             tag_ids: FxHashMap::default(),
             trie: CharTrie::new(),
             automaton: None,
+            want_automaton: false,
             total: 0,
             log_total: 0.0f64.ln(),
             hmm_model: None,
@@ -550,6 +553,7 @@ impl Jieba {
         self.tag_ids.clear();
         self.trie = CharTrie::new();
         self.automaton = None;
+        self.want_automaton = false;
         self.total = 0;
         self.update_log_total();
     }
@@ -635,16 +639,21 @@ impl Jieba {
     fn finish_load(&mut self) {
         self.total = self.records.iter().map(|n| n.freq).sum();
         self.update_log_total();
-        self.build_automaton();
+        if self.want_automaton {
+            self.build_automaton();
+        }
     }
 
-    /// [newsdedup addition] Build the automaton `cut` and `cut_with_ids` read blocks with (in
-    /// one pass instead of a trie walk from every character; the same words and routes). Loading
-    /// a dictionary builds it; adding a word with [`add_word`](Self::add_word) drops it (`cut`
-    /// then walks the trie, as the release does), so call this after adding words. If the
-    /// dictionary does not fit its layout (a word of more than 63 characters), there is none and
-    /// `cut` keeps walking the trie.
+    /// [newsdedup addition] Build the automaton `cut` and `cut_with_ids` read sentences with (in
+    /// one pass instead of a trie walk from every character; the same words and routes), and
+    /// build it again at every later `load_dict`. Adding a new word with
+    /// [`add_word`](Self::add_word) drops it (`cut` then walks the trie, as the release does)
+    /// until this is called again. If the dictionary does not fit its layout (a word of more than
+    /// 63 characters), there is none and `cut` keeps walking the trie. Off by default: on the
+    /// machines measured it was not faster than the walk (VENDORED.md), and it costs ~31 MB and
+    /// ~1-3 s to build for jieba's full dictionary.
     pub fn build_automaton(&mut self) {
+        self.want_automaton = true;
         let freqs: Vec<usize> = self.records.iter().map(|r| r.freq).collect();
         self.automaton = Automaton::build(&self.trie, &freqs, &self.log_freqs).map(Box::new);
     }

@@ -159,6 +159,7 @@ impl Jieba {
             tags,
             tag_ids,
             trie,
+            want_automaton: automaton.is_some(),
             automaton,
             total,
             log_total,
