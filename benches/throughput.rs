@@ -255,7 +255,7 @@ fn main() {
     if std::env::var("NEWSDEDUP_BENCH_ONLY").as_deref() == Ok("vendored") {
         // The vendored jieba (what the fingerprinter segments with) against the crates.io
         // release, same texts and calls: the copy's prefetches should keep it the faster one
-        // (vendor/jieba-rs/VENDORED.md).
+        // (vendor/jieba-rs/VENDORED.md); then the same with the vendored copy's automaton.
         measure_pair(
             &texts,
             env_rounds(rounds),
@@ -266,6 +266,21 @@ fn main() {
             ("raw jieba cut (vendored)", |t: &str, c: &str| {
                 black_box(fp.jieba().cut(t, true));
                 black_box(fp.jieba().cut(c, true));
+            }),
+        );
+        // The vendored jieba with its one-pass automaton (not the default: VENDORED.md).
+        let mut one_pass = fp.jieba().clone();
+        one_pass.build_automaton();
+        measure_pair(
+            &texts,
+            env_rounds(rounds),
+            ("raw jieba cut (crates.io)", |t: &str, c: &str| {
+                black_box(jieba.cut(t, true));
+                black_box(jieba.cut(c, true));
+            }),
+            ("raw jieba cut (vendored, automaton)", |t: &str, c: &str| {
+                black_box(one_pass.cut(t, true));
+                black_box(one_pass.cut(c, true));
             }),
         );
         return;

@@ -35,6 +35,7 @@ const SOURCES: &[&str] = &[
     include_str!("../../vendor/jieba-rs/src/lib.rs"),
     include_str!("../../vendor/jieba-rs/src/trie.rs"),
     include_str!("../../vendor/jieba-rs/src/snapshot.rs"),
+    include_str!("../../vendor/jieba-rs/src/automaton.rs"),
 ];
 
 /// The `[image]` section of the configuration file.

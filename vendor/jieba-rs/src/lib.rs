@@ -91,6 +91,7 @@ pub use crate::keywords::tfidf::TfIdf;
 #[cfg(any(feature = "tfidf", feature = "textrank"))]
 pub use crate::keywords::{DEFAULT_STOP_WORDS, Keyword, KeywordExtract, KeywordExtractConfig};
 
+mod automaton;
 mod errors;
 mod hmm;
 #[cfg(any(feature = "tfidf", feature = "textrank"))]
@@ -103,6 +104,7 @@ mod trie;
 #[cfg(feature = "default-dict")]
 include_flate::flate!(static DEFAULT_DICT: str from "src/data/dict.txt" with zstd);
 
+use automaton::Automaton;
 use sparse_dag::{NO_MATCH, StaticSparseDAG};
 use trie::CharTrie;
 
@@ -148,6 +150,20 @@ struct Scratch {
     /// later pass.
     chars: Vec<(u32, char)>,
     hmm: hmm::HmmContext,
+    /// [newsdedup addition] The automaton's state at each character of `chars` (one pass over
+    /// a whole sentence), the lengths of the words starting at each character of the block being
+    /// cut (a bit per length), and the sentence's runs.
+    states: Vec<u32>,
+    lengths: Vec<u64>,
+    runs: Vec<Run>,
+}
+
+/// [newsdedup addition] One run of a sentence: whether it is a dictionary block, and its bytes
+/// and characters in the sentence (characters as indices into `Scratch::chars`).
+struct Run {
+    matched: bool,
+    bytes: (usize, usize),
+    chars: (usize, usize),
 }
 
 /// How much of a per-thread scratch buffer is worth keeping between calls.
@@ -166,6 +182,9 @@ impl Scratch {
     fn release_if_huge(&mut self) {
         release_if_huge(&mut self.route, SCRATCH_BUDGET);
         release_if_huge(&mut self.chars, SCRATCH_BUDGET);
+        release_if_huge(&mut self.states, SCRATCH_BUDGET);
+        release_if_huge(&mut self.lengths, SCRATCH_BUDGET);
+        release_if_huge(&mut self.runs, SCRATCH_BUDGET);
         self.dag.release_if_huge();
         self.hmm.release_if_huge();
     }
@@ -375,6 +394,13 @@ pub struct Jieba {
     tags: Vec<Box<str>>,
     tag_ids: FxHashMap<Box<str>, u32>,
     trie: CharTrie,
+    /// [newsdedup addition] The same words as an automaton that `cut` reads each sentence with
+    /// in one pass (see `automaton.rs`), when asked for with
+    /// [`build_automaton`](Self::build_automaton); without it (the default, and after `add_word`
+    /// added a word) `cut` walks the trie as the release does.
+    automaton: Option<Box<Automaton>>,
+    /// [newsdedup addition] Whether `load_dict` builds the automaton again.
+    want_automaton: bool,
     total: usize,
     log_total: f64,
     hmm_model: Option<HmmModel>,
@@ -405,6 +431,8 @@ impl Jieba {
             tags: Vec::new(),
             tag_ids: FxHashMap::default(),
             trie: CharTrie::new(),
+            automaton: None,
+            want_automaton: false,
             total: 0,
             log_total: 0.0f64.ln(),
             hmm_model: None,
@@ -524,6 +552,8 @@ impl Jieba {
         self.tags.clear();
         self.tag_ids.clear();
         self.trie = CharTrie::new();
+        self.automaton = None;
+        self.want_automaton = false;
         self.total = 0;
         self.update_log_total();
     }
@@ -544,12 +574,19 @@ impl Jieba {
             Some(word_id) => {
                 let old_freq = self.records[word_id as usize].freq;
                 self.set_freq(word_id as usize, freq);
+                // [newsdedup addition] The automaton keeps a copy of the log frequencies.
+                if let Some(ac) = &mut self.automaton {
+                    ac.set_log_freq(word_id as u32, self.log_freqs[word_id as usize]);
+                }
 
                 self.total += freq;
                 self.total -= old_freq;
             }
             None => {
                 self.push_record(word, freq, tag);
+                // [newsdedup addition] The automaton lacks the new word: `cut` walks the trie
+                // until it is built again.
+                self.automaton = None;
                 self.total += freq;
             }
         };
@@ -602,6 +639,28 @@ impl Jieba {
     fn finish_load(&mut self) {
         self.total = self.records.iter().map(|n| n.freq).sum();
         self.update_log_total();
+        if self.want_automaton {
+            self.build_automaton();
+        }
+    }
+
+    /// [newsdedup addition] Build the automaton `cut` and `cut_with_ids` read sentences with (in
+    /// one pass instead of a trie walk from every character; the same words and routes), and
+    /// build it again at every later `load_dict`. Adding a new word with
+    /// [`add_word`](Self::add_word) drops it (`cut` then walks the trie, as the release does)
+    /// until this is called again. If the dictionary does not fit its layout (a word of more than
+    /// 63 characters), there is none and `cut` keeps walking the trie. Off by default: on the
+    /// machines measured it was not faster than the walk (VENDORED.md), and it costs ~31 MB and
+    /// ~1-3 s to build for jieba's full dictionary.
+    pub fn build_automaton(&mut self) {
+        self.want_automaton = true;
+        let freqs: Vec<usize> = self.records.iter().map(|r| r.freq).collect();
+        self.automaton = Automaton::build(&self.trie, &freqs, &self.log_freqs).map(Box::new);
+    }
+
+    /// [newsdedup addition] Heap bytes of the automaton, `None` when there is none.
+    pub fn automaton_bytes(&self) -> Option<usize> {
+        self.automaton.as_ref().map(|a| a.heap_bytes())
     }
 
     /// Checks if a word exists in the dictionary.
@@ -746,6 +805,65 @@ impl Jieba {
         }
     }
 
+    /// [newsdedup addition] `calc` over the DAG the automaton found: its state at each character
+    /// (`states`, see `Automaton::states`) lists the words starting there, shortest first, which
+    /// are that character's DAG edges in the walk's order. Same arithmetic as `calc`. Also leaves
+    /// in `lengths[i]` a bit for the length of each word starting at character `i`.
+    fn calc_from_states(
+        &self,
+        ac: &Automaton,
+        chars: &[(u32, char)],
+        states: &[u32],
+        route: &mut Vec<RouteEntry>,
+        lengths: &mut Vec<u64>,
+    ) {
+        let n = chars.len();
+        let end_entry = |end| RouteEntry {
+            prob: 0.0,
+            end,
+            word_id: NO_MATCH,
+        };
+        if n + 1 > route.len() {
+            route.resize(n + 1, end_entry(0));
+        }
+        route[n] = end_entry(n);
+        lengths.clear();
+        lengths.resize(n, 0);
+
+        let logtotal = self.log_total;
+        let log1 = 0.0f64 - logtotal;
+        for (idx, &state) in states.iter().enumerate().take(n).rev() {
+            let mut best: Option<RouteEntry> = None;
+            let mut mask = 0u64;
+            for o in ac.outputs(state) {
+                let (len, word_id) = Automaton::entry(o);
+                let end = idx + len;
+                // Never so for an automaton built here; an image's is not re-derived on loading.
+                if end > n {
+                    continue;
+                }
+                mask |= 1 << len;
+                let log_freq = o.log_freq;
+                let prob = log_freq - logtotal + route[end].prob;
+
+                if let Some(b) = best {
+                    if prob > b.prob || (prob == b.prob && end > b.end) {
+                        best = Some(RouteEntry { prob, end, word_id });
+                    }
+                } else {
+                    best = Some(RouteEntry { prob, end, word_id });
+                }
+            }
+            lengths[idx] = mask;
+
+            route[idx] = best.unwrap_or_else(|| RouteEntry {
+                prob: log1 + route[idx + 1].prob,
+                end: idx + 1,
+                word_id: NO_MATCH,
+            });
+        }
+    }
+
     fn dag(&self, chars: &[(u32, char)], dag: &mut StaticSparseDAG) {
         self.trie
             .for_each_prefix_at_every_char(chars, |char_idx, end, word_id| {
@@ -818,6 +936,24 @@ impl Jieba {
     ) {
         self.dag(chars, dag);
         self.calc(chars, dag, route);
+        self.emit_route::<HMM>(block, chars, words, route, dag, None, hmm_context);
+        dag.clear();
+    }
+
+    /// The words of `block` along `route`: `cut_route` after the route. [newsdedup change]
+    /// `lengths`, when given, answers "is this run a dictionary word" instead of `dag` (see
+    /// `calc_from_states`).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_route<'a, const HMM: bool>(
+        &self,
+        block: &'a str,
+        chars: &[(u32, char)],
+        words: &mut impl FnMut(&'a str, i32, usize, usize, &StaticSparseDAG),
+        route: &[RouteEntry],
+        dag: &StaticSparseDAG,
+        lengths: Option<&[u64]>,
+        hmm_context: &mut hmm::HmmContext,
+    ) {
         let n = chars.len();
         let mut x = 0;
         let mut left: Option<usize> = None;
@@ -831,7 +967,7 @@ impl Jieba {
                 }
             } else {
                 if let Some(start) = left {
-                    self.cut_run::<HMM>(block, chars, route, start, x, dag, words, hmm_context);
+                    self.cut_run::<HMM>(block, chars, route, start, x, dag, lengths, words, hmm_context);
                     left = None;
                 }
                 Self::emit_span(block, chars, x, y, word_id, dag, words);
@@ -840,10 +976,8 @@ impl Jieba {
         }
 
         if let Some(start) = left {
-            self.cut_run::<HMM>(block, chars, route, start, n, dag, words, hmm_context);
+            self.cut_run::<HMM>(block, chars, route, start, n, dag, lengths, words, hmm_context);
         }
-
-        dag.clear();
     }
 
     /// Emit the run of single characters the route left unjoined at
@@ -860,11 +994,12 @@ impl Jieba {
         x: usize,
         y: usize,
         dag: &StaticSparseDAG,
+        lengths: Option<&[u64]>,
         words: &mut impl FnMut(&'a str, i32, usize, usize, &StaticSparseDAG),
         hmm_context: &mut hmm::HmmContext,
     ) {
         if HMM {
-            self.cut_unjoined_run(block, chars, route, x, y, dag, words, hmm_context);
+            self.cut_unjoined_run(block, chars, route, x, y, dag, lengths, words, hmm_context);
         } else {
             let id = if y - x == 1 { route[x].word_id } else { NO_MATCH };
             Self::emit_span(block, chars, x, y, id, dag, words);
@@ -884,6 +1019,7 @@ impl Jieba {
         x: usize,
         y: usize,
         dag: &StaticSparseDAG,
+        lengths: Option<&[u64]>,
         words: &mut impl FnMut(&'a str, i32, usize, usize, &StaticSparseDAG),
         hmm_context: &mut hmm::HmmContext,
     ) {
@@ -891,7 +1027,12 @@ impl Jieba {
             Self::emit_span(block, chars, x, y, route[x].word_id, dag, words);
             return;
         }
-        if dag.word_at(x, y).is_none() {
+        // [newsdedup change] without a DAG, the lengths of the words at `x` answer.
+        let is_word = match lengths {
+            None => dag.word_at(x, y).is_some(),
+            Some(lengths) => lengths.get(x).is_some_and(|&l| y - x < 64 && (l >> (y - x)) & 1 != 0),
+        };
+        if !is_word {
             self.hmm_cut(block, chars, x, y, dag, words, hmm_context);
         } else {
             // Each character is a route step of its own, so its id is known.
@@ -970,6 +1111,7 @@ impl Jieba {
                 dag,
                 chars,
                 hmm: hmm_context,
+                ..
             } = &mut *scratch;
             let mut splitter = SplitByCharacterClass::new(sentence, is_han_default);
 
@@ -1019,6 +1161,94 @@ impl Jieba {
         });
     }
 
+    /// [newsdedup change] `cut_each` for callers that need no `BlockRef`: in one pass with the
+    /// automaton when there is one, else as the release does.
+    fn cut_ids<'a>(&self, sentence: &'a str, hmm: bool, mut emit: impl FnMut(Token<'a>, i32)) {
+        match self.automaton.as_deref() {
+            Some(ac) => self.cut_one_pass(ac, sentence, hmm, emit),
+            None => self.cut_each(sentence, hmm, |token, word_id, _| emit(token, word_id)),
+        }
+    }
+
+    /// [newsdedup addition] `cut_each` with the automaton: the sentence is split into runs and
+    /// decoded once, the automaton's states for all of it are found in one right-to-left pass
+    /// (`Automaton::states`), then each dictionary block's route comes from them
+    /// (`calc_from_states`) and its words are emitted as `cut_route` emits them.
+    fn cut_one_pass<'a>(&self, ac: &Automaton, sentence: &'a str, hmm: bool, mut emit: impl FnMut(Token<'a>, i32)) {
+        let base = sentence.as_ptr() as usize;
+        let mut unicode_offset = 0;
+
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            let Scratch {
+                route,
+                dag,
+                chars,
+                hmm: hmm_context,
+                states,
+                lengths,
+                runs,
+            } = &mut *scratch;
+            chars.clear();
+            runs.clear();
+            let mut splitter = SplitByCharacterClass::new(sentence, is_han_default);
+            let mut byte = 0;
+            loop {
+                let first = chars.len();
+                let Some(state) = splitter.advance(|offset, c| chars.push((offset as u32, c))) else {
+                    break;
+                };
+                let (matched, len) = match state {
+                    SplitState::Matched(run) => (true, run.len()),
+                    SplitState::Unmatched(run) => (false, run.len()),
+                };
+                runs.push(Run {
+                    matched,
+                    bytes: (byte, byte + len),
+                    chars: (first, chars.len()),
+                });
+                byte += len;
+            }
+            ac.states(chars, states);
+
+            for run in runs.iter() {
+                let block = &sentence[run.bytes.0..run.bytes.1];
+                let chars = &chars[run.chars.0..run.chars.1];
+                if run.matched {
+                    self.calc_from_states(ac, chars, &states[run.chars.0..run.chars.1], route, lengths);
+                    let mut sink = |word: &'a str, word_id: i32, char_count: usize, _: usize, _: &StaticSparseDAG| {
+                        emit(
+                            Self::make_token_incremental(word, base, &mut unicode_offset, char_count),
+                            word_id,
+                        );
+                    };
+                    if hmm {
+                        self.emit_route::<true>(block, chars, &mut sink, route, dag, Some(lengths), hmm_context);
+                    } else {
+                        self.emit_route::<false>(block, chars, &mut sink, route, dag, Some(lengths), hmm_context);
+                    }
+                } else {
+                    let mut i = 0;
+                    while let Some(&(offset, c)) = chars.get(i) {
+                        let offset = offset as usize;
+                        // Group \r\n as a single token, otherwise emit each char
+                        let (word, count) = if c == '\r' && matches!(chars.get(i + 1), Some(&(_, '\n'))) {
+                            (&block[offset..offset + 2], 2)
+                        } else {
+                            (&block[offset..offset + c.len_utf8()], 1)
+                        };
+                        i += count;
+                        emit(
+                            Self::make_token_incremental(word, base, &mut unicode_offset, count),
+                            NO_MATCH,
+                        );
+                    }
+                }
+            }
+            scratch.release_if_huge();
+        });
+    }
+
     /// Cut the input text
     ///
     /// ## Params
@@ -1028,7 +1258,7 @@ impl Jieba {
     /// `hmm`: enable HMM or not
     pub fn cut<'a>(&self, sentence: &'a str, hmm: bool) -> Vec<Token<'a>> {
         let mut tokens = Vec::with_capacity(output_capacity(sentence));
-        self.cut_each(sentence, hmm, |token, _, _| tokens.push(token));
+        self.cut_ids(sentence, hmm, |token, _| tokens.push(token));
         tokens
     }
 
@@ -1039,7 +1269,7 @@ impl Jieba {
     /// built, so a caller that keeps per-word tables indexed by id needs neither to hash nor to
     /// look up the words again.
     pub fn cut_with_ids<'a>(&self, sentence: &'a str, hmm: bool, mut emit: impl FnMut(&'a str, Option<u32>)) {
-        self.cut_each(sentence, hmm, |token, word_id, _| {
+        self.cut_ids(sentence, hmm, |token, word_id| {
             // NO_MATCH is negative.
             emit(token.word, u32::try_from(word_id).ok())
         });

@@ -6,12 +6,13 @@
 //! every structural invariant it relies on (table sizes, ids in range), so a truncated or foreign
 //! image is an error, never a panic or a wrong segmenter. A custom HMM model is not part of it.
 
+use crate::automaton::Automaton;
 use crate::errors::Error;
 use crate::trie::CharTrie;
 use crate::{Jieba, Record};
 use rustc_hash::FxHashMap;
 
-const MAGIC: &[u8; 12] = b"jieba-snap-1";
+const MAGIC: &[u8; 12] = b"jieba-snap-2";
 
 /// Appends little-endian values to a byte buffer.
 pub(crate) struct Writer<'a>(pub(crate) &'a mut Vec<u8>);
@@ -43,7 +44,7 @@ fn corrupt(what: &str) -> Error {
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], Error> {
         if self.0.len() < n {
             return Err(corrupt("truncated"));
         }
@@ -104,6 +105,13 @@ impl Jieba {
         w.u64(self.total as u64);
         w.f64(self.log_total);
         self.trie.write_snapshot(&mut w);
+        match &self.automaton {
+            Some(ac) => {
+                w.u32(1);
+                ac.write_snapshot(&mut w);
+            }
+            None => w.u32(0),
+        }
         Some(())
     }
 
@@ -137,6 +145,11 @@ impl Jieba {
         let total = usize::try_from(r.u64()?).map_err(|_| corrupt("total out of range"))?;
         let log_total = r.f64()?;
         let trie = CharTrie::read_snapshot(&mut r, records.len())?;
+        let automaton = match r.u32()? {
+            0 => None,
+            1 => Some(Box::new(Automaton::read_snapshot(&mut r, &log_freqs)?)),
+            _ => return Err(corrupt("automaton flag")),
+        };
         if !r.0.is_empty() {
             return Err(corrupt("bytes after the end"));
         }
@@ -146,6 +159,8 @@ impl Jieba {
             tags,
             tag_ids,
             trie,
+            want_automaton: automaton.is_some(),
+            automaton,
             total,
             log_total,
             hmm_model: None,

@@ -346,6 +346,32 @@ impl CharTrie {
 
 /// [newsdedup addition] The trie's tables as an image (see `snapshot.rs`).
 impl CharTrie {
+    /// [newsdedup addition] Every node as `(parent, character, word id)`, indexed by node id
+    /// (node 0, the root, is `(0, '\0', NO_WORD)`), for building other structures from the trie.
+    pub(crate) fn nodes(&self) -> Vec<(u32, char, i32)> {
+        let mut nodes = vec![(0, '\0', NO_WORD); self.next_node as usize];
+        let mut set = |node: u32, parent: u32, ch: u32, word_id: i32| {
+            if let (Some(n), Some(ch)) = (nodes.get_mut(node as usize), char::from_u32(ch)) {
+                *n = (parent, ch, word_id);
+            }
+        };
+        for (ch, e) in self.root.iter().enumerate() {
+            if e.child != 0 {
+                set(e.child & ID_MASK, 0, ch as u32, e.word_id);
+            }
+        }
+        for s in self.slots.iter().filter(|s| s.key != 0) {
+            let k = (s.key & KEY_MASK) - 1;
+            set(
+                s.child & ID_MASK,
+                (k >> CHAR_BITS) as u32,
+                (k & ((1 << CHAR_BITS) - 1)) as u32,
+                s.word_id,
+            );
+        }
+        nodes
+    }
+
     pub(crate) fn write_snapshot(&self, w: &mut crate::snapshot::Writer<'_>) {
         w.u64(self.root.len() as u64);
         for e in &self.root {
