@@ -736,7 +736,7 @@ impl Default for DedupConfig {
             segment_min_chars: 40,
             segment_whole_min_share: 0.75,
             segment_topic_min_share: 0.15,
-            segment_min_coherence: 0.45,
+            segment_min_coherence: 0.6,
             segment_min_confirm: 0.3,
             segment_extension_min_held: 0.5,
             segment_template_max_shared: 0.3,
