@@ -175,10 +175,7 @@ fn query_phase(
         deduper.store().candidates(fp, 3, &mut scratch).unwrap();
         let t_bands = Instant::now();
         let mut banded = Vec::new();
-        deduper
-            .store()
-            .sketch_candidates(&sketch, &mut banded)
-            .unwrap();
+        deduper.store().sketch_lookup(&sketch, &mut banded).unwrap();
         let end = Instant::now();
         get_hist.record((t_blocks - t).as_nanos() as u64).unwrap();
         blocks_hist

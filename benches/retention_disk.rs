@@ -128,6 +128,13 @@ fn main() {
                     rule: Some(newsdedup::index::MatchRule::Simhash),
                     relation: Some(newsdedup::index::Relation::Copy),
                     via: None,
+                    segments: Some(Box::new(newsdedup::index::SegmentMatch {
+                        shared: 20,
+                        shared_chars: 540,
+                        in_match: Some(0.93),
+                        of_match: Some(0.95),
+                        template: 0,
+                    })),
                 }),
                 sketch: Some(random_sketch(&mut rng)),
                 revision: None,

@@ -92,7 +92,7 @@ pub struct MatchMember<'a> {
     pub via: Option<Cow<'a, str>>,
     /// The segments shared with the match (`index::SegmentMatch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segments: Option<SegmentMatch>,
+    pub segments: Option<Box<SegmentMatch>>,
 }
 
 /// The `correction` member: who corrected the decision, when, why, and what it was before.
@@ -175,7 +175,7 @@ impl<'a> MatchMember<'a> {
             rule: m.rule,
             relation: m.relation,
             via: m.via.as_deref().map(Cow::Borrowed),
-            segments: m.segments,
+            segments: m.segments.clone(),
         }
     }
 }
@@ -198,7 +198,7 @@ impl MatchMember<'_> {
             rule: self.rule,
             relation: self.relation,
             via: self.via.as_deref().map(str::to_owned),
-            segments: self.segments,
+            segments: self.segments.clone(),
         }
     }
 }

@@ -402,7 +402,7 @@ impl Sketch {
     }
 
     pub fn from_hex(s: &str) -> Option<Sketch> {
-        if s.len() % 2 != 0 || !s.is_ascii() {
+        if !s.len().is_multiple_of(2) || !s.is_ascii() {
             return None;
         }
         let bytes: Option<Vec<u8>> = (0..s.len() / 2)

@@ -197,7 +197,14 @@ RULES_SECTION = [
     "85% of B's sampled 4-grams are found in one B-sized stretch of A's text and the rest of A repeats "
     ">= 88% (by TF-IDF weight) of the heaviest words of that stretch (an update of B's story; a digest's "
     "other items are other stories). Computed only for such candidates; `compare` shows "
-    "`second_check.topic` |", "",
+    "`second_check.topic`. With B's clauses whole in A (segments, below), from 15% of A's length on "
+    "and with >= 60% of the heavy words repeated |", "",
+    "**Segments.** Each text's clauses are signed (`segments` in `compare`; `match.segments` in the "
+    "output). Beyond the threshold a rule must be borne out by verbatim clauses when both texts have "
+    ">= 40 characters of them: >= 30% of A's clause text in B for `resemblance` and `containment`, >= 50% "
+    "of B's in A for `extension`. B counts as whole in A when >= 75% of its clause text is. A clause held "
+    "by 3 or more unique indexed articles is template: left out, and a pair sharing template clauses "
+    "with < 30% of either text's remaining clause text in the other is not a duplicate.", "",
     "| relation (`match.relation`) | when |", "|---|---|",
     "| `excerpt` | A is 15% or more shorter (at most 1/1.15 of B's length) and `a_in_b` >= 0.9: it keeps a part |",
     "| `extension` | A is 15% or more longer and `b_in_a` >= 0.85: B whole plus new text |",

@@ -94,7 +94,7 @@ pub struct MatchRef {
     /// The segments (sentences) the article shares with the match, when both have any to
     /// compare: what an auditor reads to see which text is repeated, in each direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub segments: Option<SegmentMatch>,
+    pub segments: Option<Box<SegmentMatch>>,
 }
 
 /// The segments a duplicate shares with its match (`match.segments`): counted over the part of
@@ -115,14 +115,16 @@ pub struct SegmentMatch {
 
 impl SegmentMatch {
     /// From the second check's segment overlap; None when neither text had segments compared.
-    pub fn of(o: &crate::segments::Overlap) -> Option<SegmentMatch> {
+    pub fn of(o: &crate::segments::Overlap) -> Option<Box<SegmentMatch>> {
         let round = |x: f64| (x * 1000.0).round() / 1000.0;
-        (o.a > 0 || o.b > 0 || o.template > 0).then(|| SegmentMatch {
-            shared: o.shared,
-            shared_chars: o.shared_chars,
-            in_match: o.a_in_b().map(round),
-            of_match: o.b_in_a().map(round),
-            template: o.template,
+        (o.a > 0 || o.b > 0 || o.template > 0).then(|| {
+            Box::new(SegmentMatch {
+                shared: o.shared,
+                shared_chars: o.shared_chars,
+                in_match: o.a_in_b().map(round),
+                of_match: o.b_in_a().map(round),
+                template: o.template,
+            })
         })
     }
 }

@@ -735,7 +735,7 @@ fn chrome_only_pages_under_unrelated_titles_stay_unique() {
             &DedupConfig::default(),
             3,
             false,
-            &|_| 0,
+            &|_| newsdedup::index::Crowded::default(),
         )
         .unwrap()
     };
@@ -907,7 +907,7 @@ fn an_update_with_a_small_earlier_share_is_linked_and_a_digest_of_that_shape_is_
             &rule,
             5,
             false,
-            &|_| 0,
+            &|_| newsdedup::index::Crowded::default(),
         )
         .unwrap();
         let topic = &report["second_check"]["topic"];

@@ -279,7 +279,7 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
         .collect();
     assert_eq!(expected.len(), MAX_BAND_BUCKET + 1);
     let mut got = Vec::new();
-    index.sketch_candidates(&query, &mut got).unwrap();
+    index.sketch_lookup(&query, &mut got).unwrap();
     let got_seqs: BTreeSet<u64> = got.iter().map(|(seq, _)| *seq).collect();
     assert_eq!(
         got_seqs.len(),
@@ -294,7 +294,7 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     // crowded group, whose other bands are random).
     for (seq, sketch) in sketches.iter().enumerate().step_by(97) {
         got.clear();
-        index.sketch_candidates(sketch, &mut got).unwrap();
+        index.sketch_lookup(sketch, &mut got).unwrap();
         assert!(got.iter().any(|(s, _)| *s == seq as u64), "article {seq}");
     }
     // The simhash path sees each article once and no band entry.
@@ -327,7 +327,7 @@ fn band_index_equals_brute_force_and_ignores_crowded_bands() {
     drop(index);
     let index = RocksIndex::open(dir.path(), &test_identity(), &IndexConfig::default()).unwrap();
     let mut again = Vec::new();
-    index.sketch_candidates(&query, &mut again).unwrap();
+    index.sketch_lookup(&query, &mut again).unwrap();
     assert_eq!(
         again.iter().map(|(seq, _)| *seq).collect::<BTreeSet<_>>(),
         expected
