@@ -122,10 +122,6 @@ pub struct DedupConfig {
     /// share of A's length (an update whose earlier report is a fifth of it: a statement, then
     /// the full text), where the bins alone stop at `extension_topic_min_share`.
     pub segment_topic_min_share: f64,
-    /// The topic check's `extension_min_coherence` for a B whose segments are whole inside A:
-    /// B's text is then known to be in A verbatim, and an update's added text (background,
-    /// reactions, the full statement) repeats fewer of B's heavy words than a rewording would.
-    pub segment_min_coherence: f64,
     /// A resemblance or containment match beyond the threshold needs at least this share of the
     /// new article's compared text in clauses the candidate holds verbatim (when both have
     /// `segment_min_chars`). 0 disables.
@@ -210,11 +206,13 @@ impl DedupConfig {
             }
     }
 
-    /// B whole inside the longer A by its segments (see `segment_whole_min_share`).
+    /// B whole inside A by its segments (see `segment_whole_min_share`), A clearly the longer
+    /// (`relation_min_length_change`): B plus new text, not two texts of one length that share
+    /// most clauses (a copy or a template's two fillings, which the other rules judge).
     fn holds_whole_by_segments(&self, s: &Similarity) -> bool {
         let o = &s.segments;
         self.segment_whole_min_share > 0.0
-            && s.a_shingles >= s.b_shingles
+            && s.length_ratio() >= 1.0 + self.relation_min_length_change.max(0.0)
             && o.b >= 2
             && o.b_chars >= self.segment_min_chars
             && o.b_in_a()
@@ -345,22 +343,11 @@ impl DedupConfig {
 
     /// The topic check passes: B's sampled 4-grams are found in one B-sized stretch of A (B is
     /// whole inside A), and A's added text is about B's story.
-    fn topic_holds(&self, sim: Option<Similarity>, topic: Option<Topic>) -> bool {
+    fn topic_holds(&self, topic: Option<Topic>) -> bool {
         topic.is_some_and(|t| {
             f64::from(t.located) >= self.extension_min_contained * f64::from(t.sampled)
-                && t.coherence >= self.coherence_bar(sim)
+                && t.coherence >= self.extension_min_coherence
         })
-    }
-
-    /// The share of B's heavy words A's added text must repeat: less when B's segments are
-    /// whole inside A (`segment_min_coherence`), since B is then known to be there verbatim, not
-    /// estimated to be from a few bins.
-    fn coherence_bar(&self, sim: Option<Similarity>) -> f64 {
-        if sim.is_some_and(|s| self.holds_whole_by_segments(&s)) {
-            self.extension_min_coherence.min(self.segment_min_coherence)
-        } else {
-            self.extension_min_coherence
-        }
     }
 
     /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
@@ -378,7 +365,7 @@ impl DedupConfig {
         topic: Option<Topic>,
     ) -> Option<MatchRule> {
         let plain = self.rule_for_plain(distance, sim);
-        if plain.is_none() && self.topic_holds(sim, topic) && self.wants_topic(distance, sim) {
+        if plain.is_none() && self.topic_holds(topic) && self.wants_topic(distance, sim) {
             Some(MatchRule::Extension)
         } else {
             plain
@@ -579,7 +566,7 @@ impl DedupConfig {
                 (100.0 * s.b_share_of_a()).floor(),
                 100.0 * self.extension_min_share,
                 100.0 * self.extension_min_contained,
-                100.0 * self.coherence_bar(sim)
+                100.0 * self.extension_min_coherence
             ),
             Some(MatchRule::Extension) => format!(
                 "extension: {beyond}, but an estimated {:.0}% of B's 4-grams are in A (>= {}) and \
@@ -597,7 +584,7 @@ impl DedupConfig {
                 (100.0 * s.b_share_of_a()).floor(),
                 100.0 * self.extension_min_share,
                 100.0 * self.extension_min_contained,
-                100.0 * self.coherence_bar(sim)
+                100.0 * self.extension_min_coherence
             ),
             None if self.segments_overrule(&s) => format!(
                 "none: the two share template segments ({} characters held by many indexed \
@@ -736,7 +723,6 @@ impl Default for DedupConfig {
             segment_min_chars: 40,
             segment_whole_min_share: 0.75,
             segment_topic_min_share: 0.15,
-            segment_min_coherence: 0.6,
             segment_min_confirm: 0.3,
             segment_extension_min_held: 0.5,
             segment_template_max_shared: 0.3,
@@ -1279,7 +1265,7 @@ mod tests {
     }
 
     /// A B a fifth of A whose clauses are (nearly) all in A gets the topic check that the bins
-    /// alone give only from a quarter on, with the lower coherence bar.
+    /// alone give only from a quarter on.
     #[test]
     fn segments_whole_inside_open_the_topic_check_for_a_small_earlier_part() {
         let rule = DedupConfig::default();
@@ -1296,10 +1282,10 @@ mod tests {
             })
         };
         assert_eq!(
-            rule.rule_for_with(20, Some(whole), topic(0.5)),
+            rule.rule_for_with(20, Some(whole), topic(0.9)),
             Some(MatchRule::Extension)
         );
-        assert_eq!(rule.rule_for_with(20, Some(whole), topic(0.3)), None);
+        assert_eq!(rule.rule_for_with(20, Some(whole), topic(0.6)), None);
         // Half its clauses only: not whole, no topic check.
         assert!(!rule.wants_topic(20, Some(with_segments(small, 75, 900, 150))));
     }

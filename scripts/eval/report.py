@@ -197,8 +197,7 @@ RULES_SECTION = [
     "85% of B's sampled 4-grams are found in one B-sized stretch of A's text and the rest of A repeats "
     ">= 88% (by TF-IDF weight) of the heaviest words of that stretch (an update of B's story; a digest's "
     "other items are other stories). Computed only for such candidates; `compare` shows "
-    "`second_check.topic`. With B's clauses whole in A (segments, below), from 15% of A's length on "
-    "and with >= 60% of the heavy words repeated |", "",
+    "`second_check.topic`. With B's clauses whole in A (segments, below), from 15% of A's length on |", "",
     "**Segments.** Each text's clauses are signed (`segments` in `compare`; `match.segments` in the "
     "output). Beyond the threshold a rule must be borne out by verbatim clauses when both texts have "
     ">= 40 characters of them: >= 30% of A's clause text in B for `resemblance` and `containment`, >= 50% "

@@ -265,7 +265,7 @@ pub fn correction_articles() -> Vec<(&'static str, String, &'static str)> {
         ("o", numbered_report("北湖镇", 1, 8), "2025-10-01T08:00:00Z"),
         (
             "m",
-            numbered_report("北湖镇", 1, 8) + &numbered_report("北湖镇", 60, 30),
+            numbered_report("北湖镇", 1, 8) + &numbered_report("北湖镇", 200, 60),
             "2025-10-01T10:00:00Z",
         ),
     ]

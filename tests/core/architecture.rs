@@ -140,6 +140,8 @@ fn the_check_sees_a_forbidden_import() {
 const LAYERS: &[&[&str]] = &[
     &["error", "simhash", "time", "lines", "progress"],
     &["text"],
+    // A text's clause signatures, which the sketch carries.
+    &["segments"],
     &["sketch", "article", "headline"],
     // The topic check reads a text's outline against a sketch; fingerprinting makes outlines.
     &["topic"],

@@ -119,7 +119,8 @@ fn false_pair() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     (story("b"), story("a"), story("c"))
 }
 
-/// O, then M (O plus three times as much new text: the engine misses it), and M's text.
+/// O, then M (O plus seven times as much new text, O an eighth of M: the engine misses it), and
+/// M's text.
 fn missed_update() -> (Vec<u8>, Vec<u8>, String) {
     let m = story("m");
     let text = serde_json::from_slice::<Value>(&m).unwrap()["content"]
@@ -437,7 +438,10 @@ fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
         correction(CorrectionKind::Release, &a, &r.fp, None, T0 + 3),
     ] {
         let out = r.correct(&corr);
-        assert!(matches!(out, Outcome::Decided { .. }), "{corr:?} refused");
+        assert!(
+            matches!(out, Outcome::Decided { .. }),
+            "{corr:?} refused: {out:?}"
+        );
         outputs.push(out.record().to_vec());
     }
     (r, outputs)
