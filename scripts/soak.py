@@ -352,6 +352,7 @@ class Soak:
         # Outputs of input records: (partition, offset) -> list of (decision, match id).
         self.outputs: dict[tuple[int, int], list[tuple[str, str | None]]] = {}
         self.decided_ids: dict[str, tuple[str, str | None]] = {}
+        self.decided_at: dict[str, float] = {}
         self.correction_outputs: dict[str, int] = {}
         # Process state for the probes: "up" only while the process runs and is not frozen.
         self.expected_up = False
@@ -460,6 +461,7 @@ class Soak:
                     self.outputs.setdefault(key, []).append(decision)
                     if isinstance(ident, str):
                         self.decided_ids[ident] = decision
+                        self.decided_at[ident] = time.time()
                 elif dedup.get("correction") and isinstance(ident, str):
                     self.correction_outputs[ident] = self.correction_outputs.get(ident, 0) + 1
         c.close()
@@ -579,25 +581,31 @@ class Soak:
             rec.update(info)
         elif kind == "correction":
             with self.lock:
-                dups = [i for i, d in self.decided_ids.items() if d[0] == "duplicate" and i not in self.corrections]
+                # Decided in the last minute: `correct` then reads only the outputs of the last two
+                # (--since); from their beginning it would read the topics whole.
+                recent = time.time() - 60
+                dups = [i for i, d in self.decided_ids.items()
+                        if d[0] == "duplicate" and i not in self.corrections and self.decided_at.get(i, 0) >= recent]
             if not dups:
                 rec["skipped"] = "no duplicate decided yet"
             else:
                 ident = random.Random(len(self.corrections)).choice(sorted(dups))
                 t = self.args.topic
-                r = subprocess.run(
-                    [str(self.binary), "correct", "release", "--id", ident, "--by", "soak", "--reason", "soak",
-                     "--brokers", self.proxy.addr, "--corrections-topic", f"{t}.corrections",
-                     "--unique-topic", f"{t}.unique", "--duplicate-topic", f"{t}.duplicate",
-                     "--dlq-topic", f"{t}.dlq", "--wait", "0"],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
-                )
+                since = str(int(time.time()) - 120)
+                cmd = [str(self.binary), "correct", "release", "--id", ident, "--by", "soak", "--reason", "soak",
+                       "--brokers", self.proxy.addr, "--corrections-topic", f"{t}.corrections",
+                       "--unique-topic", f"{t}.unique", "--duplicate-topic", f"{t}.duplicate",
+                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since]
                 rec["id"] = ident
-                rec["correct_exit"] = r.returncode
-                if r.returncode == 0:
-                    self.corrections.append(ident)
-                else:
-                    rec["error"] = (r.stderr or r.stdout)[-500:]
+                try:
+                    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+                    rec["correct_exit"] = r.returncode
+                    if r.returncode == 0:
+                        self.corrections.append(ident)
+                    else:
+                        rec["error"] = (r.stderr or r.stdout)[-500:]
+                except subprocess.TimeoutExpired:
+                    rec["error"] = "newsdedup correct did not finish within 60 s"
                 # In flight: the service is killed while it applies it.
                 time.sleep(0.3)
                 self.expected_up = False
@@ -669,6 +677,15 @@ class Soak:
             probes = list(self.probes)
             samples = list(self.samples)
         missing = [k for k in produced if k not in outputs]
+        # Lost: an input without an output although the group committed past it (an undecided
+        # record beyond the committed offset is only late: a restart decides it).
+        final_committed: dict[int, int] = {}
+        for s in reversed(samples):
+            c = s["committed"]
+            if isinstance(c, dict) and "error" not in c:
+                final_committed = c
+                break
+        lost = [k for k in missing if k[1] < final_committed.get(k[0], 0)]
         repeats = {k: v for k, v in outputs.items() if len(v) > 1}
         changed = {k: v for k, v in repeats.items() if len(set(v)) > 1}
         decisions: dict[str, int] = {}
@@ -736,7 +753,7 @@ class Soak:
         newcomers_ok = all(n["ok"] for n in self.newcomers)
         corrections_missing = [i for i in self.corrections if i not in self.correction_outputs]
         checks = {
-            "nothing lost": not missing and self.produce_failed == 0,
+            "nothing lost": not lost and self.produce_failed == 0,
             "no decision changed": not changed,
             "all decided": not missing,
             "recovers after every fault": not not_recovered,
@@ -755,6 +772,7 @@ class Soak:
             "decided": len(outputs),
             "decisions": decisions,
             "missing": len(missing),
+            "lost": len(lost),
             "missing_sample": sorted(missing)[:10],
             "decided_more_than_once": len(repeats),
             "changed_decisions": len(changed),
@@ -810,7 +828,7 @@ def index_articles(binary: Path, index: Path) -> int | None:
 def print_summary(s: dict) -> None:
     print(f"\n== soak summary ({s['duration_s'] / 60:.1f} min at {s['rate']}/s; {s['dir']})")
     print(f"produced {s['produced']} (failed {s['produce_failed']}), decided {s['decided']} {s['decisions']}, "
-          f"missing {s['missing']}, decided more than once {s['decided_more_than_once']}, "
+          f"undecided {s['missing']}, lost {s['lost']}, decided more than once {s['decided_more_than_once']}, "
           f"changed {s['changed_decisions']}; drained {s['drained_after_s']} s after producing stopped")
     kinds = count_by(s["faults"], lambda f: f["kind"])
     print(f"faults {len(s['faults'])} {kinds}; restarts {s['restarts']}; newcomers "
