@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 /// While it lasts, what it is is logged again this often.
 const LOG_EVERY: Duration = Duration::from_secs(60);
+/// Growth of the backlog below this is noise (commits, batches, measurement timing).
+const MIN_GROWTH: i64 = 50;
 
 /// End offsets of the partitions this member holds, measured by the group watch while it
 /// fetches.
@@ -109,10 +111,17 @@ impl Behind {
         self.samples.iter().rev().find(|s| s.at <= cutoff).copied()
     }
 
-    /// Not catching up over the last `d`: the backlog now is at least what it was `d` ago.
+    /// Falling behind over the last `d`: nothing consumed at all while records waited, or the
+    /// backlog grew (by more than noise) faster than this member consumed. A member keeping up
+    /// under a steady load sees its backlog wander around a constant, which is neither; one that
+    /// decides at least half of what arrives is slow but not starved, and is not either.
     fn behind_for(&self, d: Duration) -> Option<Sample> {
         let newest = self.samples.back()?;
-        self.back(d).filter(|then| newest.waiting >= then.waiting)
+        self.back(d).filter(|then| {
+            let consumed = newest.consumed - then.consumed;
+            let grew = newest.waiting - then.waiting;
+            consumed <= 0 || (grew >= MIN_GROWTH && grew > consumed)
+        })
     }
 
     pub fn step(&mut self, now: Instant, f: &BehindFacts) -> BehindState {
@@ -257,6 +266,34 @@ mod tests {
             ..facts(0, at, 0)
         };
         assert_eq!(b.step(at, &f), BehindState::default());
+    }
+
+    #[test]
+    fn a_steady_backlog_is_not_falling_behind_but_one_that_never_moves_is() {
+        let t0 = Instant::now();
+        let mut b = Behind::new(READY, HEALTH, String::new());
+        // Keeping up at 5,000/s with a few thousand records prefetched: the backlog wanders.
+        for i in 0..=40u64 {
+            let at = t0 + Duration::from_secs(5 * i);
+            let waiting = 3_000 + [0, 400, -300, 200, 100][(i % 5) as usize];
+            let consumed = (25_000 * i) as i64;
+            assert_eq!(
+                b.step(at, &facts(waiting, at, consumed)),
+                BehindState::default(),
+                "at {i}"
+            );
+        }
+        // Caught up once; then nothing consumed while a constant backlog waits (no new
+        // records): falling behind.
+        let t1 = t0 + Duration::from_secs(400);
+        let caught_up = t1 - Duration::from_secs(5);
+        b.step(caught_up, &facts(0, caught_up, 1_000_000));
+        let mut state = BehindState::default();
+        for i in 0..=6u64 {
+            let at = t1 + Duration::from_secs(5 * i);
+            state = b.step(at, &facts(800, at, 1_000_000));
+        }
+        assert!(state.unready && !state.unhealthy, "{state:?}");
     }
 
     #[test]

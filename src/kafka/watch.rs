@@ -71,7 +71,9 @@ fn watch(consumer: &InputConsumer, shared: &Shared, config: &WatchConfig) {
     let mut ends_at: Option<Instant> = None;
     loop {
         observe(consumer, shared, config, &mut mine, &mut partitions);
+        // Not while the broker is unreachable: each request would wait its whole timeout.
         if !shared.idle.load(Ordering::SeqCst)
+            && shared.health.broker_is_up()
             && ends_at.is_none_or(|t| t.elapsed() >= ENDS_EVERY)
             && !shared.watch.stopped()
         {

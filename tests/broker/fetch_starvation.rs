@@ -153,8 +153,8 @@ fn a_member_whose_fetches_come_back_empty_says_so() {
     // Records keep arriving meanwhile.
     let trickle = {
         let b = b.clone();
-        let more = articles("more", 1_500);
-        std::thread::spawn(move || produce_paced(&b, "articles.raw", &more, Some(0), Some(25)))
+        let more = articles("more", 2_000);
+        std::thread::spawn(move || produce_paced(&b, "articles.raw", &more, Some(0), Some(50)))
     };
     let started = Instant::now();
     let limit = Duration::from_secs(75);
