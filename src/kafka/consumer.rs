@@ -23,6 +23,7 @@
 //! * Stop ([`super::stop`]): one budget from the signal for draining, the final commit, leaving
 //!   the group and closing; a wait inside a callback never outlasts the drain.
 
+use super::behind::{Behind, BehindFacts, Ends};
 use super::engine::Engine;
 use super::exclusive::{Closed, Facts, Gate, Observed, Signal, Verdict, WaitFacts, Waiting};
 use super::record::InputMessage;
@@ -602,6 +603,7 @@ struct GroupRules {
     group: String,
     gate: Gate,
     waiting: Waiting,
+    behind: Behind,
 }
 
 impl GroupRules {
@@ -618,11 +620,19 @@ impl GroupRules {
                 params.session_timeout.min(params.progress_timeout / 2),
                 params.progress_timeout,
             ),
+            // A trend needs several measurements (every 5 s): half the progress timeout before
+            // /ready says so.
+            behind: Behind::new(
+                params.progress_timeout / 2,
+                params.progress_timeout,
+                BEHIND_ADVICE.to_owned(),
+            ),
         }
     }
 
-    /// Whether to fetch now; Err(why) when this member must stop (another instance).
-    fn evaluate(&mut self, shared: &Shared) -> Result<bool, String> {
+    /// Whether to fetch now; Err(why) when this member must stop (another instance). `room`:
+    /// backpressure does not hold fetching back and the pipeline is at most half full.
+    fn evaluate(&mut self, shared: &Shared, room: bool) -> Result<bool, String> {
         let now = Instant::now();
         let held = shared.health.assigned.load(Ordering::Relaxed);
         let observed = shared.observed.lock();
@@ -653,11 +663,57 @@ impl GroupRules {
                 topic: &shared.topic,
             },
         );
+        let (waiting, consumed) = beyond_position(shared, observed.ends.as_ref(), now);
         drop(observed);
         metrics::gauge!(m::WAITING_SECONDS).set(state.waited.map_or(0.0, |w| w.as_secs_f64()));
         shared.health.set_waiting(state);
+        let behind = self.behind.step(
+            now,
+            &BehindFacts {
+                fetching: closed.is_none() && held > 0 && room,
+                waiting,
+                consumed,
+                held,
+            },
+        );
+        shared.health.set_behind(behind);
         Ok(closed.is_none())
     }
+}
+
+/// What the log says about a member that fetches yet falls behind ([`Behind`]).
+const BEHIND_ADVICE: &str = "On Tansu (the test broker) this is its fetch: it answers a fetch with nothing once reading the partition takes longer than fetch.wait.max.ms, and its reads slow down as a partition grows: raise it (-X fetch.wait.max.ms=500; the default, 250, lasts to ~250,000 records a partition). On Apache Kafka, look at the brokers' fetch latency and at fetch.max.bytes / max.partition.fetch.bytes";
+
+/// A measured end offset older than this is not used.
+const ENDS_RECENT: Duration = Duration::from_secs(15);
+
+/// Records beyond this member's position in the partitions it holds (with when the ends were
+/// measured; None without a recent measurement), and the sum of those positions. A partition's
+/// position is one past its last consumed record, else its committed offset.
+fn beyond_position(
+    shared: &Shared,
+    ends: Option<&Ends>,
+    now: Instant,
+) -> (Option<(i64, Instant)>, i64) {
+    let progress = shared.tracker.lock().progress();
+    let mut consumed = 0;
+    for p in &progress {
+        consumed += p.consumed_upto.or(p.committed).unwrap_or(0);
+    }
+    let Some(ends) = ends.filter(|e| now.saturating_duration_since(e.at) <= ENDS_RECENT) else {
+        return (None, consumed);
+    };
+    let mut waiting = 0;
+    for (partition, end) in &ends.partitions {
+        let position = progress
+            .iter()
+            .find(|p| p.partition == *partition)
+            .and_then(|p| p.consumed_upto.or(p.committed));
+        if let Some(position) = position {
+            waiting += (end - position).max(0);
+        }
+    }
+    (Some((waiting, ends.at)), consumed)
 }
 
 /// How often the consumer loop looks at its group rules when nothing new was observed (the
@@ -894,7 +950,9 @@ fn consume(
                 looked_at.is_none_or(|(v, at)| v != version || at.elapsed() >= GROUP_RULES_EVERY);
             if rebalanced || due {
                 looked_at = Some((version, Instant::now()));
-                match rules.evaluate(&shared) {
+                // Room in the pipeline: a member held back by its own pace is not starved.
+                let room = !pressure && in_flight <= max_in_flight / 2;
+                match rules.evaluate(&shared, room) {
                     Ok(open) => gate_open = open,
                     Err(why) => {
                         shared.engine.fail(why.clone());

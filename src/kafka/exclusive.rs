@@ -79,6 +79,9 @@ pub struct Observed {
     pub describe_error: Option<String>,
     pub backlog: Option<Backlog>,
     pub backlog_error: Option<String>,
+    /// End offsets of the held partitions, measured while this member fetches
+    /// ([`super::behind`]).
+    pub ends: Option<super::behind::Ends>,
 }
 
 /// What the consumer loop knows when it asks the gate.
@@ -758,6 +761,7 @@ mod tests {
                 at,
             }),
             backlog_error: None,
+            ends: None,
         }
     }
 

@@ -20,8 +20,10 @@
 //! * [`corrections`]: the corrections topic, whose records `run` hands to the engine.
 //! * [`range`]: where `replay` starts and stops in each partition.
 //! * [`stop`]: the shutdown budget and its phases' deadlines (pure, but for two thread helpers).
+//! * [`behind`]: a member that fetches yet falls behind (a broker handing out too little) says so.
 
 pub mod audit_source;
+pub mod behind;
 pub mod consumer;
 pub mod corrections;
 pub mod engine;
@@ -94,6 +96,9 @@ pub struct Health {
     /// How long this member has fetched nothing while records wait in the input, and what it
     /// makes of that (`exclusive::Waiting`, set by the consumer loop).
     waiting: Mutex<exclusive::WaitState>,
+    /// Whether this member falls behind although it fetches (`behind::Behind`, set by the
+    /// consumer loop).
+    behind: Mutex<behind::BehindState>,
     failure: Mutex<Option<String>>,
     last_broker_error: Mutex<Option<String>>,
     /// Last time each (client, error code) was logged, to rate-limit repeated errors.
@@ -116,6 +121,7 @@ impl Health {
             progress_timeout,
             assigned: AtomicUsize::new(0),
             waiting: Mutex::new(exclusive::WaitState::default()),
+            behind: Mutex::new(behind::BehindState::default()),
             in_flight: AtomicUsize::new(0),
             failure: Mutex::new(None),
             last_broker_error: Mutex::new(None),
@@ -165,6 +171,10 @@ impl Health {
 
     pub fn set_waiting(&self, state: exclusive::WaitState) {
         *self.waiting.lock() = state;
+    }
+
+    pub fn set_behind(&self, state: behind::BehindState) {
+        *self.behind.lock() = state;
     }
 
     pub fn broker_ok(&self) {
@@ -217,13 +227,15 @@ impl Health {
             "failure": *self.failure.lock(),
             "waiting_ms": waiting.waited.map(|w| w.as_millis() as u64),
             "waiting_for": waiting.what,
+            "falling_behind": self.behind.lock().what.clone(),
         })
         .to_string()
     }
 
     /// Liveness: 200 unless the service failed, its consumer loop stalled, records wait in
-    /// flight without progress while the broker is up, or this member has fetched nothing for
-    /// `progress_timeout` while records wait in the input (`waiting`).
+    /// flight without progress while the broker is up, this member has fetched nothing for
+    /// `progress_timeout` while records wait in the input (`waiting`), or it fetches yet the
+    /// records waiting beyond its position have not shrunk for that long (`falling_behind`).
     pub fn liveness(&self) -> (u16, String) {
         let state = self.state();
         if state == State::Failed {
@@ -238,13 +250,21 @@ impl Health {
         if state == State::Running && self.waiting.lock().unhealthy {
             return (503, self.body("waiting"));
         }
+        if state == State::Running && self.behind.lock().unhealthy {
+            return (503, self.body("falling_behind"));
+        }
         (200, self.body("ok"))
     }
 
     /// Readiness: 200 while running with a reachable broker, unless this member has fetched
-    /// nothing for a session timeout while records wait in the input.
+    /// nothing for a session timeout while records wait in the input, or falls behind although
+    /// it fetches.
     pub fn readiness(&self) -> (u16, String) {
-        if self.state() == State::Running && self.broker_is_up() && !self.waiting.lock().unready {
+        if self.state() == State::Running
+            && self.broker_is_up()
+            && !self.waiting.lock().unready
+            && !self.behind.lock().unready
+        {
             (200, self.body("ready"))
         } else {
             (503, self.body("not_ready"))

@@ -176,9 +176,13 @@ pub fn client_properties(
         ("auto.offset.reset", "earliest"),
         ("enable.partition.eof", "false"),
         // How long the broker may hold a fetch when no record is waiting. Apache Kafka answers
-        // as soon as a record arrives whatever this is; a broker that holds every fetch for it
-        // (Tansu) adds it to every article's latency. An idle service sends ~100 fetches/s.
-        ("fetch.wait.max.ms", "10"),
+        // as soon as a record arrives whatever this is. Tansu (the test broker) holds a fetch
+        // for up to half of it even when records wait (latency), and answers it with nothing
+        // once reading the partition takes longer than this; its reads slow down as a partition
+        // grows (~1 ms per 1,000 records of 3 KB). At 10 ms every fetch came back empty past
+        // ~10,000 records a partition and the service silently decided 8 records/s (issue 52);
+        // 250 ms still reads ~700 records/s at 90,000 a partition (an hour at 100/s on four).
+        ("fetch.wait.max.ms", "250"),
         ("statistics.interval.ms", "5000"),
         // librdkafka's prefetch queue (64 MiB per partition by default) is memory outside
         // max_in_flight_bytes: keep it small, the pipeline holds the rest.

@@ -4,6 +4,7 @@
 //! records waiting beyond the group's committed offsets. What it sees goes into
 //! `Shared::observed`; the consumer loop decides what to do with it.
 
+use super::behind::Ends;
 use super::consumer::{InputConsumer, Shared};
 use super::exclusive::{Backlog, Seen};
 use super::group::{self, GroupView};
@@ -19,6 +20,9 @@ use std::time::{Duration, Instant};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the watch looks (it is also woken by every rebalance).
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How often the end offsets of the held partitions are measured while this member fetches
+/// (two ListOffsets requests a partition each time).
+const ENDS_EVERY: Duration = Duration::from_secs(5);
 
 /// What the watch needs to know besides the consumer.
 #[derive(Debug, Clone)]
@@ -64,8 +68,19 @@ fn watch(consumer: &InputConsumer, shared: &Shared, config: &WatchConfig) {
     // instance.
     let mut mine: BTreeSet<String> = BTreeSet::new();
     let mut partitions: Vec<i32> = Vec::new();
+    let mut ends_at: Option<Instant> = None;
     loop {
         observe(consumer, shared, config, &mut mine, &mut partitions);
+        // Not while the broker is unreachable: each request would wait its whole timeout.
+        if !shared.idle.load(Ordering::SeqCst)
+            && shared.health.broker_is_up()
+            && ends_at.is_none_or(|t| t.elapsed() >= ENDS_EVERY)
+            && !shared.watch.stopped()
+        {
+            ends_at = Some(Instant::now());
+            let ends = held_ends(consumer, &shared.topic);
+            shared.observed.lock().ends = ends;
+        }
         shared.observed_version.fetch_add(1, Ordering::SeqCst);
         if !shared.watch.wait(WATCH_EVERY) {
             return;
@@ -141,6 +156,23 @@ fn observe(
         o.backlog = None;
         o.backlog_error = None;
     }
+}
+
+/// The end offsets of the partitions this member holds (None when they cannot be read: the
+/// broker unreachable, or nothing held).
+fn held_ends(consumer: &InputConsumer, topic: &str) -> Option<Ends> {
+    let assignment = consumer.assignment().ok()?;
+    let mut partitions = Vec::new();
+    for e in assignment.elements_for_topic(topic) {
+        let (_, high) = consumer
+            .fetch_watermarks(topic, e.partition(), REQUEST_TIMEOUT)
+            .ok()?;
+        partitions.push((e.partition(), high));
+    }
+    (!partitions.is_empty()).then(|| Ends {
+        partitions,
+        at: Instant::now(),
+    })
 }
 
 /// The group as its coordinator describes it (see [`group`]).

@@ -8,6 +8,7 @@ mod common;
 
 mod audit;
 mod corrections;
+mod fetch_starvation;
 mod kafka_chaos;
 mod kafka_hardening;
 mod kafka_retention;

@@ -1,0 +1,909 @@
+#!/usr/bin/env python3
+"""A soak of `newsdedup run` under faults: issue 52 item 4, as a tool.
+
+    scripts/soak.py --duration 60m            # the hour of faults
+    scripts/soak.py --ci                      # the 2-minute version (faults every 15 s)
+
+It starts a local broker (scripts/broker.sh: Tansu, memory storage) advertised through a TCP
+proxy of its own, a 4-partition input, a producer at 100 articles/s (the shared corpus at
+../shared/data/corpus, else examples/sample_articles.jsonl, cycled under fresh ids, so later
+rounds are duplicates of earlier ones), and one `newsdedup run` through the proxy with
+`--exclusive-grace-ms 10000 -X session.timeout.ms=6000 -X heartbeat.interval.ms=500`. Every
+`--fault-every` seconds (30) the next fault in turn:
+
+    kill9       kill -9, restart at once
+    cut         the proxy drops every connection and refuses new ones for 10 s
+    freeze      SIGSTOP for 10 s (beyond the 6 s session timeout), then SIGCONT
+    newcomer    a second `run` (own index, same group) joins; it must step down, deciding nothing
+    idle        200 idle sockets on the metrics port for 10 s
+    term        SIGTERM (clean stop within the shutdown timeout), restart
+    correction  (only with --faults) `newsdedup correct release` of a duplicate decided in the
+                last minute, the service killed 0.3 s later: the correction is in flight
+
+Throughout it probes /health (every 0.5 s, 1 s timeout), samples /metrics, the group's committed
+offsets and the service's RSS. At the end it stops producing, waits for the service to decide
+everything (bounded), stops it and checks:
+
+    nothing lost         every input record has an output (source partition/offset headers)
+    no decision changed  a record decided several times (after kill -9) got the same decision
+                         and match every time
+    all decided          ... by the end of the drain; the backlog never stayed stuck
+    recovers             after every fault the backlog was worked off (no silent slowdown)
+    memory flat          the service's RSS in the last third is not far above the first third
+    health answers       /health answered within 1 s whenever the process was up and running
+    503 when stuck       whenever records waited while the group's committed offsets stood
+                         still for longer than the service's limit (--progress-timeout-ms), and
+                         the broker was reachable, /health said 503
+    newcomers            every newcomer stepped down with an empty index
+    corrections          every correction produced was applied
+
+It prints a summary (and writes SOAK_DIR/summary.json); exit status 0 when every check passed.
+It installs what it needs: confluent-kafka (PyPI) in a venv under $NEWSDEDUP_CACHE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("NEWSDEDUP_CACHE", Path.home() / ".cache" / "newsdedup"))
+VENV = CACHE / "soak-venv"
+CONFLUENT = "confluent-kafka==2.16.1"
+
+
+def ensure_client() -> None:
+    """Re-executes this script in a venv holding confluent-kafka when it is not importable."""
+    try:
+        import confluent_kafka  # noqa: F401
+
+        return
+    except ImportError:
+        pass
+    if os.environ.get("NEWSDEDUP_SOAK_VENV") == "1":
+        sys.exit("soak: confluent-kafka is still missing in the venv; see the pip output above")
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        print(f"soak: installing {CONFLUENT} into {VENV}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", CONFLUENT], check=True)
+    env = dict(os.environ, NEWSDEDUP_SOAK_VENV="1")
+    os.execve(str(py), [str(py), __file__, *sys.argv[1:]], env)
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} soak: {msg}", file=sys.stderr, flush=True)
+
+
+def parse_duration(text: str) -> float:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(s|m|h)?", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 90s, 20m, 1h)")
+    return float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The proxy between every client and the broker (the broker advertises it).
+
+
+class CutProxy:
+    def __init__(self) -> None:
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(256)
+        self.listener.settimeout(0.2)
+        self.addr = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.upstream: tuple[str, int] | None = None
+        self.cut_now = False
+        self.stopped = False
+        self.lock = threading.Lock()
+        self.open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True, name="proxy").start()
+
+    def forward_to(self, addr: str) -> None:
+        host, port = addr.rsplit(":", 1)
+        self.upstream = (host, int(port))
+
+    def cut(self) -> None:
+        self.cut_now = True
+        with self.lock:
+            for s in self.open:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()
+            self.open.clear()
+
+    def restore(self) -> None:
+        self.cut_now = False
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.cut()
+
+    def _accept(self) -> None:
+        while not self.stopped:
+            try:
+                client, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if self.cut_now or self.upstream is None:
+                client.close()
+                continue
+            try:
+                server = socket.create_connection(self.upstream, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            for s in (client, server):
+                s.settimeout(None)
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self.lock:
+                self.open += [client, server]
+            threading.Thread(target=self._pipe, args=(client, server), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client), daemon=True).start()
+
+    def _pipe(self, a: socket.socket, b: socket.socket) -> None:
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        with self.lock:
+            for s in (a, b):
+                if s in self.open:
+                    self.open.remove(s)
+                    s.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP
+
+
+def http_get(addr: str, path: str, timeout: float) -> tuple[int, str, float] | None:
+    """(status, body, seconds) or None when nothing answered within `timeout`."""
+    start = time.monotonic()
+    host, port = addr.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout) as s:
+            s.settimeout(max(0.01, timeout - (time.monotonic() - start)))
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n".encode())
+            buf = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                if time.monotonic() - start > timeout:
+                    return None
+    except OSError:
+        return None
+    text = buf.decode("utf-8", "replace")
+    parts = text.split(None, 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        return None
+    body = text.split("\r\n\r\n", 1)[1] if "\r\n\r\n" in text else ""
+    return int(parts[1]), body, time.monotonic() - start
+
+
+def metric_values(text: str, name: str) -> dict[str, float]:
+    """label string -> value for every sample of `name`."""
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            key, _, value = line.rpartition(" ")
+            try:
+                out[key[len(name):]] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The service
+
+
+class Service:
+    def __init__(self, soak: "Soak", name: str, index: Path, extra: list[str] | None = None):
+        self.soak = soak
+        self.name = name
+        self.index = index
+        self.port = free_port()
+        self.metrics = f"127.0.0.1:{self.port}"
+        self.log = soak.dir / f"{name}.log"
+        self.extra = extra or []
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        a = self.soak.args
+        cmd = [
+            str(self.soak.binary), "run",
+            "--brokers", self.soak.proxy.addr,
+            "--metrics-addr", self.metrics,
+            "--index-dir", str(self.index),
+            "--group-id", a.group,
+            "--input-topic", a.topic,
+            "--unique-topic", f"{a.topic}.unique",
+            "--duplicate-topic", f"{a.topic}.duplicate",
+            "--dlq-topic", f"{a.topic}.dlq",
+            "--corrections-topic", f"{a.topic}.corrections",
+            "--exclusive-grace-ms", str(a.grace_ms),
+            "--rebalance-timeout-ms", "5000",
+            "--progress-timeout-ms", str(a.progress_timeout_ms),
+            "-X", "session.timeout.ms=6000",
+            "-X", "heartbeat.interval.ms=500",
+            "-X", "max.poll.interval.ms=10000",
+            *a.service_arg,
+            *self.extra,
+        ]
+        with open(self.log, "ab") as f:
+            f.write(f"---- soak: start {time.strftime('%H:%M:%S')}\n".encode())
+            f.flush()
+            env = dict(os.environ, NEWSDEDUP_LOG=a.log_level)
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f, env=env)
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc and self.proc.poll() is None else None
+
+    def signal(self, sig: int) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def wait(self, limit: float) -> int | None:
+        if not self.proc:
+            return None
+        try:
+            return self.proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def wait_http(self, limit: float = 60) -> bool:
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            if self.proc and self.proc.poll() is not None:
+                return False
+            if http_get(self.metrics, "/health", 1.0):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def rss_kb(self) -> int | None:
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        except (OSError, ValueError):
+            return None
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def load_articles(limit: int) -> list[dict]:
+    corpus = Path(os.environ.get("NEWSDEDUP_CORPUS_DIR", REPO.parent / "shared" / "data" / "corpus"))
+    files = sorted(corpus.glob("*.jsonl")) if corpus.is_dir() else []
+    if not files:
+        files = [REPO / "examples" / "sample_articles.jsonl"]
+    out = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    a = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(a, dict) and isinstance(a.get("content"), str) and a["content"].strip():
+                    out.append({k: a[k] for k in ("title", "content", "source", "url", "published_at") if k in a})
+                if len(out) >= limit:
+                    return out
+    return out
+
+
+class Soak:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.dir = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="newsdedup-soak-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.binary = Path(args.binary)
+        self.proxy = CutProxy()
+        self.broker_state = self.dir / "broker"
+        self.bootstrap = ""
+        self.t0 = time.monotonic()
+        self.stop_producing = threading.Event()
+        self.stop_all = threading.Event()
+        self.lock = threading.Lock()
+        # Produced records: (partition, offset) -> article id; failed deliveries counted.
+        self.produced: dict[tuple[int, int], str] = {}
+        self.produce_failed = 0
+        self.produced_end: dict[int, int] = {}
+        # Outputs of input records: (partition, offset) -> list of (decision, match id).
+        self.outputs: dict[tuple[int, int], list[tuple[str, str | None]]] = {}
+        self.decided_ids: dict[str, tuple[str, str | None]] = {}
+        self.decided_at: dict[str, float] = {}
+        self.correction_outputs: dict[str, int] = {}
+        # Process state for the probes: "up" only while the process runs and is not frozen.
+        self.expected_up = False
+        self.probes: list[tuple[float, int | None, float | None, dict]] = []
+        self.samples: list[dict] = []
+        self.faults: list[dict] = []
+        self.newcomers: list[dict] = []
+        self.corrections: list[str] = []
+        self.restarts = 0
+        self.service = Service(self, "run", self.dir / "index")
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    # -- setup --------------------------------------------------------------------------------
+
+    def start_broker(self) -> None:
+        out = subprocess.run(
+            ["bash", str(REPO / "scripts" / "broker.sh"), "start", "--state-dir", str(self.broker_state),
+             "--advertised", self.proxy.addr],
+            check=True, stdout=subprocess.PIPE, text=True,
+        )
+        self.bootstrap = out.stdout.strip().splitlines()[-1]
+        self.proxy.forward_to(self.bootstrap)
+        t = self.args.topic
+        subprocess.run(
+            ["bash", str(REPO / "scripts" / "broker.sh"), "create-topics", "--state-dir", str(self.broker_state),
+             f"{t}:{self.args.partitions}", f"{t}.unique:1", f"{t}.duplicate:1", f"{t}.dlq:1", f"{t}.corrections:1"],
+            check=True, stdout=subprocess.DEVNULL,
+        )
+        log(f"broker {self.bootstrap}, advertised as the proxy {self.proxy.addr}; work dir {self.dir}")
+
+    def stop_broker(self) -> None:
+        subprocess.run(["bash", str(REPO / "scripts" / "broker.sh"), "stop", "--state-dir", str(self.broker_state)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    # -- threads --------------------------------------------------------------------------------
+
+    def producer(self) -> None:
+        from confluent_kafka import Producer
+
+        articles = load_articles(30000)
+        p = Producer({"bootstrap.servers": self.proxy.addr, "linger.ms": 5, "message.timeout.ms": 600000,
+                      "client.id": "soak-producer", "log_level": 3})
+        rate = self.args.rate
+        seq = 0
+
+        def delivered(err, msg, ident):
+            with self.lock:
+                if err is not None:
+                    self.produce_failed += 1
+                    return
+                key = (msg.partition(), msg.offset())
+                self.produced[key] = ident
+                self.produced_end[msg.partition()] = max(self.produced_end.get(msg.partition(), 0), msg.offset() + 1)
+
+        start = time.monotonic()
+        while not self.stop_producing.is_set():
+            due = start + seq / rate
+            delay = due - time.monotonic()
+            if delay > 0:
+                p.poll(min(delay, 0.05))
+                continue
+            a = dict(articles[seq % len(articles)])
+            ident = f"soak-{seq}"
+            a["id"] = ident
+            try:
+                p.produce(self.args.topic, key=ident.encode(), value=json.dumps(a, ensure_ascii=False).encode(),
+                          on_delivery=lambda err, msg, i=ident: delivered(err, msg, i))
+            except BufferError:
+                p.poll(0.1)
+                continue
+            seq += 1
+            p.poll(0)
+        left = p.flush(120)
+        self.produced_total = seq
+        log(f"producer stopped: {seq} produced ({left} undelivered after the flush)")
+
+    def reader(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        t = self.args.topic
+        c = Consumer({"bootstrap.servers": self.proxy.addr, "group.id": "soak-reader", "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "client.id": "soak-reader", "log_level": 3})
+        c.assign([TopicPartition(f"{t}.{k}", 0, 0) for k in ("unique", "duplicate", "dlq")])
+        while not self.stop_all.is_set():
+            msg = c.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            h = {k: (v.decode("utf-8", "replace") if v is not None else "") for k, v in (msg.headers() or [])}
+            try:
+                body = json.loads(msg.value())
+            except (ValueError, TypeError):
+                body = {}
+            dedup = body.get("dedup") if isinstance(body, dict) else None
+            dedup = dedup if isinstance(dedup, dict) else {}
+            match = dedup.get("match") if isinstance(dedup.get("match"), dict) else {}
+            decision = (h.get("newsdedup.decision", dedup.get("decision", "?")), match.get("id"))
+            ident = body.get("id") if isinstance(body, dict) else None
+            with self.lock:
+                if h.get("newsdedup.source.topic") == t:
+                    try:
+                        key = (int(h["newsdedup.source.partition"]), int(h["newsdedup.source.offset"]))
+                    except (KeyError, ValueError):
+                        continue
+                    self.outputs.setdefault(key, []).append(decision)
+                    if isinstance(ident, str):
+                        self.decided_ids[ident] = decision
+                        self.decided_at[ident] = time.time()
+                elif dedup.get("correction") and isinstance(ident, str):
+                    self.correction_outputs[ident] = self.correction_outputs.get(ident, 0) + 1
+        c.close()
+
+    def prober(self) -> None:
+        while not self.stop_all.is_set():
+            t = self.now()
+            up = self.expected_up
+            r = http_get(self.service.metrics, "/health", 1.0)
+            body = {}
+            if r:
+                try:
+                    body = json.loads(r[1])
+                except ValueError:
+                    body = {}
+            with self.lock:
+                self.probes.append((t, r[0] if r else None, r[2] if r else None, {"up": up, **body}))
+            time.sleep(max(0.0, 0.5 - (self.now() - t)))
+
+    def sampler(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": self.args.group, "enable.auto.commit": False,
+                      "client.id": "soak-offsets", "log_level": 3})
+        parts = [TopicPartition(self.args.topic, p) for p in range(self.args.partitions)]
+        while not self.stop_all.is_set():
+            t = self.now()
+            committed = {}
+            try:
+                for tp in c.committed(parts, timeout=5):
+                    committed[tp.partition] = tp.offset if tp.offset >= 0 else 0
+            except Exception as e:  # the broker is reachable directly (not through the proxy)
+                committed = {"error": str(e)}
+            m = http_get(self.service.metrics, "/metrics", 2.0)
+            text = m[1] if m and m[0] == 200 else ""
+            with self.lock:
+                self.samples.append({
+                    "t": t,
+                    "rss_kb": self.service.rss_kb(),
+                    "committed": committed,
+                    "produced_end": dict(self.produced_end),
+                    "produced": len(self.produced),
+                    "fetch_paused": metric_values(text, "newsdedup_fetch_paused"),
+                    "in_flight": metric_values(text, "newsdedup_in_flight"),
+                    "consumed": metric_values(text, "newsdedup_consumed_offset"),
+                })
+            time.sleep(max(0.0, 2.0 - (self.now() - t)))
+        c.close()
+
+    # -- faults ---------------------------------------------------------------------------------
+
+    def restart(self) -> None:
+        self.service.start()
+        self.restarts += 1
+        if self.service.wait_http(60):
+            self.expected_up = True
+        else:
+            log("the service did not answer /health within 60 s of its start")
+
+    def fault(self, kind: str) -> dict:
+        s = self.service
+        rec: dict = {"kind": kind, "t": round(self.now(), 1)}
+        if kind == "kill9":
+            self.expected_up = False
+            s.signal(signal.SIGKILL)
+            s.wait(10)
+            self.restart()
+        elif kind == "cut":
+            self.proxy.cut()
+            time.sleep(10)
+            self.proxy.restore()
+        elif kind == "freeze":
+            self.expected_up = False
+            s.signal(signal.SIGSTOP)
+            time.sleep(10)
+            s.signal(signal.SIGCONT)
+            time.sleep(0.5)
+            self.expected_up = True
+        elif kind == "idle":
+            socks = []
+            host, port = s.metrics.rsplit(":", 1)
+            for _ in range(200):
+                try:
+                    socks.append(socket.create_connection((host, int(port)), timeout=2))
+                except OSError:
+                    break
+            rec["sockets"] = len(socks)
+            time.sleep(10)
+            for x in socks:
+                x.close()
+        elif kind == "term":
+            self.expected_up = False
+            started = time.monotonic()
+            s.signal(signal.SIGTERM)
+            code = s.wait(45)
+            rec["exit"] = code
+            rec["seconds"] = round(time.monotonic() - started, 1)
+            if code is None:
+                s.signal(signal.SIGKILL)
+                s.wait(10)
+            self.restart()
+        elif kind == "newcomer":
+            n = len(self.newcomers) + 1
+            nc = Service(self, f"newcomer-{n}", self.dir / f"newcomer-{n}")
+            nc.start()
+            started = time.monotonic()
+            code = nc.wait(90)
+            if code is None:
+                nc.signal(signal.SIGKILL)
+                nc.wait(10)
+            text = nc.log.read_text(errors="replace") if nc.log.exists() else ""
+            articles = index_articles(self.binary, nc.index)
+            info = {"n": n, "exit": code, "seconds": round(time.monotonic() - started, 1),
+                    "stepped_down": "another instance is active" in text, "indexed": articles}
+            info["ok"] = code not in (None, 0) and info["stepped_down"] and articles == 0
+            self.newcomers.append(info)
+            rec.update(info)
+        elif kind == "correction":
+            with self.lock:
+                # Decided in the last minute: `correct` then reads only the outputs of the last two
+                # (--since); from their beginning it would read the topics whole.
+                recent = time.time() - 60
+                dups = [i for i, d in self.decided_ids.items()
+                        if d[0] == "duplicate" and i not in self.corrections and self.decided_at.get(i, 0) >= recent]
+            if not dups:
+                rec["skipped"] = "no duplicate decided yet"
+            else:
+                ident = random.Random(len(self.corrections)).choice(sorted(dups))
+                t = self.args.topic
+                since = str(int(time.time()) - 120)
+                cmd = [str(self.binary), "correct", "release", "--id", ident, "--by", "soak", "--reason", "soak",
+                       "--brokers", self.proxy.addr, "--corrections-topic", f"{t}.corrections",
+                       "--unique-topic", f"{t}.unique", "--duplicate-topic", f"{t}.duplicate",
+                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since]
+                rec["id"] = ident
+                try:
+                    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+                    rec["correct_exit"] = r.returncode
+                    if r.returncode == 0:
+                        self.corrections.append(ident)
+                    else:
+                        rec["error"] = (r.stderr or r.stdout)[-500:]
+                except subprocess.TimeoutExpired:
+                    rec["error"] = "newsdedup correct did not finish within 60 s"
+                # In flight: the service is killed while it applies it.
+                time.sleep(0.3)
+                self.expected_up = False
+                s.signal(signal.SIGKILL)
+                s.wait(10)
+                self.restart()
+        rec["end"] = round(self.now(), 1)
+        return rec
+
+    # -- run ------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        a = self.args
+        self.start_broker()
+        self.restart()
+        threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
+                   for f in (self.producer, self.reader, self.prober, self.sampler)]
+        for th in threads:
+            th.start()
+        kinds = a.faults.split(",")
+        end = self.t0 + a.duration
+        slot = 0
+        next_at = self.t0 + a.fault_every
+        while time.monotonic() + a.fault_every <= end + 1:
+            while time.monotonic() < next_at:
+                time.sleep(0.2)
+            kind = kinds[slot % len(kinds)]
+            slot += 1
+            log(f"fault {slot}: {kind}")
+            rec = self.fault(kind)
+            self.faults.append(rec)
+            # The next fault a whole period after this one ended (a newcomer can take 20 s).
+            next_at = max(next_at + a.fault_every, time.monotonic() + 5)
+        while time.monotonic() < end:
+            time.sleep(0.2)
+        log("producing stops; waiting for every record to be decided")
+        self.stop_producing.set()
+        threads[0].join(180)
+        drain_start = self.now()
+        deadline = time.monotonic() + a.drain
+        while time.monotonic() < deadline:
+            with self.lock:
+                missing = sum(1 for k in self.produced if k not in self.outputs)
+            if missing == 0:
+                break
+            time.sleep(1)
+        drained_after = self.now() - drain_start
+        self.expected_up = False
+        started = time.monotonic()
+        self.service.signal(signal.SIGTERM)
+        final_exit = self.service.wait(45)
+        final_stop = time.monotonic() - started
+        time.sleep(3)  # the reader catches the last outputs
+        self.stop_all.set()
+        for th in threads[1:]:
+            th.join(15)
+        summary = self.summarize(drained_after, final_exit, final_stop)
+        self.proxy.stop()
+        self.stop_broker()
+        return 0 if summary["passed"] else 1
+
+    # -- checks ---------------------------------------------------------------------------------
+
+    def summarize(self, drained_after: float, final_exit: int | None, final_stop: float) -> dict:
+        a = self.args
+        with self.lock:
+            produced = dict(self.produced)
+            outputs = {k: list(v) for k, v in self.outputs.items()}
+            probes = list(self.probes)
+            samples = list(self.samples)
+        missing = [k for k in produced if k not in outputs]
+        # Lost: an input without an output although the group committed past it (an undecided
+        # record beyond the committed offset is only late: a restart decides it).
+        final_committed: dict[int, int] = {}
+        for s in reversed(samples):
+            c = s["committed"]
+            if isinstance(c, dict) and "error" not in c:
+                final_committed = c
+                break
+        lost = [k for k in missing if k[1] < final_committed.get(k[0], 0)]
+        repeats = {k: v for k, v in outputs.items() if len(v) > 1}
+        changed = {k: v for k, v in repeats.items() if len(set(v)) > 1}
+        decisions: dict[str, int] = {}
+        for v in outputs.values():
+            decisions[v[0][0]] = decisions.get(v[0][0], 0) + 1
+
+        # /health while the process was up (not between a kill and the restart's first answer,
+        # nor frozen).
+        up = [p for p in probes if p[3].get("up")]
+        slow = [p for p in up if p[1] is None or (p[2] or 0) > 1.0]
+        lat = sorted(p[2] for p in up if p[2] is not None)
+
+        # Stuck: records wait (produced end beyond committed) while the committed offsets stand
+        # still; past the limit, /health must say 503 (unless the broker is unreachable).
+        limit = a.progress_timeout_ms / 1000
+        stuck_since = None
+        last_sum = None
+        stuck_windows = []
+        max_lag = 0
+        lag_series = []
+        for s in samples:
+            c = s["committed"]
+            if not isinstance(c, dict) or "error" in c:
+                continue
+            lag = sum(max(0, s["produced_end"].get(p, 0) - c.get(p, 0)) for p in range(a.partitions))
+            max_lag = max(max_lag, lag)
+            lag_series.append((s["t"], lag))
+            total = sum(c.values())
+            if lag > 0 and last_sum is not None and total == last_sum:
+                stuck_since = stuck_since if stuck_since is not None else s["t"]
+            else:
+                if stuck_since is not None and s["t"] - stuck_since > limit:
+                    stuck_windows.append((stuck_since, s["t"]))
+                stuck_since = None
+            last_sum = total
+        if stuck_since is not None and samples and samples[-1]["t"] - stuck_since > limit:
+            stuck_windows.append((stuck_since, samples[-1]["t"]))
+        slack = 15.0
+        unreported = []
+        for (w0, w1) in stuck_windows:
+            for p in up:
+                if w0 + limit + slack <= p[0] <= w1 and p[1] == 200 and p[3].get("broker") == "up":
+                    unreported.append(p[0])
+        # A slowdown: after the last fault the backlog must fall (the service decides faster
+        # than records arrive) until nothing waits; and the backlog after each fault is worked
+        # off before the next fault's end.
+        recovery = []
+        for i, f in enumerate(self.faults):
+            nxt = self.faults[i + 1]["t"] if i + 1 < len(self.faults) else None
+            window = [lg for (t, lg) in lag_series if t >= f["end"] and (nxt is None or t <= nxt)]
+            if window:
+                recovery.append({"fault": f["kind"], "t": f["t"], "lag_after": window[0], "lag_min": min(window)})
+        # Fine when the backlog came down to what arrives in a few seconds (commits are batched).
+        bound = a.rate * 10
+        not_recovered = [r for r in recovery if r["lag_min"] > bound]
+
+        rss = [(s["t"], s["rss_kb"]) for s in samples if s["rss_kb"]]
+        third = a.duration / 3
+        first = [r for t, r in rss if t < third]
+        last = [r for t, r in rss if t >= 2 * third]
+        rss_first = max(first) if first else None
+        rss_last = max(last) if last else None
+        memory_flat = bool(rss_first and rss_last and rss_last <= rss_first * 1.5 + 64 * 1024)
+
+        newcomers_ok = all(n["ok"] for n in self.newcomers)
+        corrections_missing = [i for i in self.corrections if i not in self.correction_outputs]
+        checks = {
+            "nothing lost": not lost and self.produce_failed == 0,
+            "no decision changed": not changed,
+            "all decided": not missing,
+            "recovers after every fault": not not_recovered,
+            "memory flat": memory_flat,
+            "health answers within 1 s": not slow,
+            "503 while stuck": not unreported,
+            "newcomers step down": newcomers_ok,
+            "corrections applied": not corrections_missing,
+            "final stop clean": final_exit == 0,
+        }
+        summary = {
+            "duration_s": a.duration,
+            "rate": a.rate,
+            "produced": len(produced),
+            "produce_failed": self.produce_failed,
+            "decided": len(outputs),
+            "decisions": decisions,
+            "missing": len(missing),
+            "lost": len(lost),
+            "missing_sample": sorted(missing)[:10],
+            "decided_more_than_once": len(repeats),
+            "changed_decisions": len(changed),
+            "changed_sample": [[list(k), v] for k, v in list(changed.items())[:5]],
+            "drained_after_s": round(drained_after, 1),
+            "final_stop": {"exit": final_exit, "seconds": round(final_stop, 1)},
+            "faults": self.faults,
+            "restarts": self.restarts,
+            "newcomers": self.newcomers,
+            "corrections": {"produced": len(self.corrections), "applied": len(self.corrections) - len(corrections_missing)},
+            "max_backlog": max_lag,
+            "recovery": recovery,
+            "not_recovered": not_recovered,
+            "health": {
+                "probes_up": len(up),
+                "unanswered_or_slow": len(slow),
+                "p50_ms": round(lat[len(lat) // 2] * 1000, 1) if lat else None,
+                "max_ms": round(lat[-1] * 1000, 1) if lat else None,
+                "status_counts": count_by(up, lambda p: str(p[1])),
+            },
+            "stuck_windows": [[round(w0, 1), round(w1, 1)] for w0, w1 in stuck_windows],
+            "stuck_but_200": len(unreported),
+            "rss_kb": {"first_third_max": rss_first, "last_third_max": rss_last,
+                       "min": min((r for _, r in rss), default=None), "max": max((r for _, r in rss), default=None)},
+            "checks": checks,
+            "passed": all(checks.values()),
+            "dir": str(self.dir),
+        }
+        (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
+        (self.dir / "samples.json").write_text(json.dumps({"samples": samples, "probes": probes}))
+        print_summary(summary)
+        return summary
+
+
+def count_by(items, key) -> dict:
+    out: dict = {}
+    for i in items:
+        out[key(i)] = out.get(key(i), 0) + 1
+    return out
+
+
+def index_articles(binary: Path, index: Path) -> int | None:
+    if not index.exists():
+        return 0
+    r = subprocess.run([str(binary), "index", "stats", "--json", "--index-dir", str(index)],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        return int(json.loads(r.stdout)["articles"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def print_summary(s: dict) -> None:
+    print(f"\n== soak summary ({s['duration_s'] / 60:.1f} min at {s['rate']}/s; {s['dir']})")
+    print(f"produced {s['produced']} (failed {s['produce_failed']}), decided {s['decided']} {s['decisions']}, "
+          f"undecided {s['missing']}, lost {s['lost']}, decided more than once {s['decided_more_than_once']}, "
+          f"changed {s['changed_decisions']}; drained {s['drained_after_s']} s after producing stopped")
+    kinds = count_by(s["faults"], lambda f: f["kind"])
+    print(f"faults {len(s['faults'])} {kinds}; restarts {s['restarts']}; newcomers "
+          f"{sum(1 for n in s['newcomers'] if n['ok'])}/{len(s['newcomers'])} stepped down with an empty index; "
+          f"corrections applied {s['corrections']['applied']}/{s['corrections']['produced']}")
+    h = s["health"]
+    print(f"/health: {h['probes_up']} probes while up, {h['unanswered_or_slow']} unanswered or > 1 s, "
+          f"p50 {h['p50_ms']} ms, max {h['max_ms']} ms, statuses {h['status_counts']}")
+    print(f"backlog max {s['max_backlog']} records; stuck windows {s['stuck_windows']} "
+          f"(probes saying 200 in them past the limit: {s['stuck_but_200']}); faults not recovered from: "
+          f"{len(s['not_recovered'])}")
+    r = s["rss_kb"]
+    print(f"RSS (kB): max first third {r['first_third_max']}, max last third {r['last_third_max']}, "
+          f"range {r['min']}-{r['max']}; final stop exit {s['final_stop']['exit']} in {s['final_stop']['seconds']} s")
+    for name, ok in s["checks"].items():
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}")
+    print("PASSED" if s["passed"] else "FAILED")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=parse_duration, default=parse_duration("20m"),
+                    help="how long records are produced and faults made (e.g. 2m, 20m, 1h) [20m]")
+    ap.add_argument("--ci", action="store_true", help="the 2-minute version: --duration 2m --fault-every 15")
+    ap.add_argument("--fault-every", type=float, default=30.0, help="seconds between faults [30]")
+    # `correction` is left out by default: `newsdedup correct` looks the article's decision up
+    # in the output topics, and its reader (fetch.wait.max.ms=100) reads a long Tansu topic
+    # slowly, so on a soak of more than a few minutes it outlasts its 60 s.
+    ap.add_argument("--faults", default="kill9,cut,freeze,newcomer,idle,term",
+                    help="the faults, in turn [%(default)s]; also: correction")
+    ap.add_argument("--rate", type=float, default=100.0, help="articles per second [100]")
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--grace-ms", type=int, default=10000, help="--exclusive-grace-ms of the service [10000]")
+    ap.add_argument("--progress-timeout-ms", type=int, default=60000,
+                    help="--progress-timeout-ms of the service: the limit of the 503 check [60000]")
+    ap.add_argument("--drain", type=parse_duration, default=parse_duration("180s"),
+                    help="how long the service may take to decide the rest once producing stops [180s]")
+    ap.add_argument("--topic", default="soak.raw")
+    ap.add_argument("--group", default="soak")
+    ap.add_argument("--binary", default=None,
+                    help="newsdedup binary [$CARGO_TARGET_DIR/release/newsdedup, else target/release/newsdedup]")
+    ap.add_argument("--dir", default=None, help="work directory (kept) [a new temporary one]")
+    ap.add_argument("--log-level", default="info", help="NEWSDEDUP_LOG of the service [info]")
+    ap.add_argument("--service-arg", action="append", default=[],
+                    help="one more argument for `newsdedup run` (repeatable), e.g. --service-arg=-Xdebug=fetch")
+    args = ap.parse_args()
+    if args.ci:
+        args.duration = parse_duration("2m")
+        args.fault_every = 15.0
+    if args.binary is None:
+        target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+        args.binary = str(target / "release" / "newsdedup")
+    if not Path(args.binary).exists():
+        sys.exit(f"soak: no binary at {args.binary} (cargo build --release, or --binary)")
+    ensure_client()
+    soak = Soak(args)
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        return soak.run()
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 2
+    finally:
+        for svc in [soak.service]:
+            if svc.proc and svc.proc.poll() is None:
+                svc.proc.kill()
+        soak.proxy.stop()
+        soak.stop_broker()
+        log(f"logs, samples and summary kept in {soak.dir}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
