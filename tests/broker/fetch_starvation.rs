@@ -8,12 +8,16 @@
 //! batches, as a producer at 100/s writes them.
 //!
 //! * With the service's defaults every record is decided at full speed.
-//! * With `-X fetch.wait.max.ms=10` (fetches come back empty) the member says so: `/ready` and
-//!   then `/health` answer 503 `falling_behind`, and the log names the setting.
+//!
+//! How a member that fetches yet falls behind says so (`/ready`, then `/health` 503
+//! `falling_behind`) is tested on its own in `src/kafka/behind.rs`: whether Tansu's fetches come
+//! back empty with `fetch.wait.max.ms=10` depends on how fast the machine reads the partition (on
+//! a loaded 2-core machine it still decided ~50 records/s), so an end-to-end test of it here would
+//! pass or fail with the machine.
 
 use crate::common;
 
-use common::kafka::{committed, http_get, produce_paced, start_service, Broker, Input};
+use common::kafka::{committed, start_service, Broker, Input};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 use serde_json::{json, Value};
@@ -125,70 +129,6 @@ fn a_grown_partition_is_read_at_full_speed() {
         "{}",
         service.log()
     );
-    let (status, _) = service.terminate(Duration::from_secs(30));
-    assert!(status.success(), "{}", service.log());
-}
-
-#[test]
-fn a_member_whose_fetches_come_back_empty_says_so() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let broker = Broker::start(dir.path());
-    broker.create_service_topics(1);
-    let b = broker.bootstrap.clone();
-    prefill(&b, "articles.raw", &articles("pre", PREFILL));
-
-    // The former default: on this broker, past ~10,000 records, fetches come back empty.
-    let mut service = start_service(
-        &b,
-        &dir.path().join("index"),
-        &dir.path().join("run.log"),
-        &[
-            "-X",
-            "fetch.wait.max.ms=10",
-            "--progress-timeout-ms",
-            "20000",
-        ],
-    );
-    service.wait_http();
-    // Records keep arriving meanwhile.
-    let trickle = {
-        let b = b.clone();
-        let more = articles("more", 2_000);
-        std::thread::spawn(move || produce_paced(&b, "articles.raw", &more, Some(0), Some(50)))
-    };
-    let started = Instant::now();
-    let limit = Duration::from_secs(75);
-    let (mut ready_503, mut health_503) = (None, None);
-    while health_503.is_none() {
-        assert!(
-            started.elapsed() < limit,
-            "no /health 503 after {limit:?} (ready 503 after {ready_503:?}; committed {}); /health: {:?}; log:\n{}",
-            committed_of_0(&b),
-            service.http("/health"),
-            service.log()
-        );
-        if ready_503.is_none() && service.http("/ready").is_some_and(|r| r.0 == 503) {
-            ready_503 = Some(started.elapsed());
-        }
-        if let Some((503, body)) = http_get(&service.metrics, "/health") {
-            health_503 = Some((started.elapsed(), body));
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let (at, body) = health_503.unwrap_or_default();
-    eprintln!("/ready 503 after {ready_503:?}, /health 503 after {at:?}: {body}");
-    let v: Value = serde_json::from_str(&body).expect("health JSON");
-    assert_eq!(v["status"], json!("falling_behind"), "{body}");
-    assert!(ready_503.is_some(), "/ready never said 503 first: {body}");
-    let what = v["falling_behind"].as_str().unwrap_or_default();
-    assert!(what.contains("fetch.wait.max.ms"), "{body}");
-    let log = service.log();
-    assert!(log.contains("falling behind"), "{log}");
-    assert!(
-        committed_of_0(&b) < PREFILL as i64,
-        "it decided everything after all: {log}"
-    );
-    let _ = trickle.join();
     let (status, _) = service.terminate(Duration::from_secs(30));
     assert!(status.success(), "{}", service.log());
 }
