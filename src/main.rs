@@ -93,7 +93,7 @@ enum Command {
         /// Index directory (created if missing; persists across runs).
         #[arg(long)]
         index_dir: PathBuf,
-        /// Near-duplicate threshold (Hamming distance, default 3).
+        /// Near-duplicate threshold (Hamming distance) [default: `[dedup] threshold`, 3].
         #[arg(long)]
         threshold: Option<u32>,
         /// Fingerprinting threads (default: all cores).
@@ -310,7 +310,8 @@ struct AuditArgs {
     #[arg(long, value_name = "TIME")]
     to_time: Option<String>,
     /// Pairs drawn at random from the duplicates that do not look wrong; suspicious pairs are
-    /// always shown, first (at most 500 side by side, all listed)
+    /// always shown, first (at most 500 side by side; the first 5,000 in the report's table, all
+    /// counted)
     #[arg(long, value_name = "N", default_value_t = 100)]
     sample: usize,
     /// Seed of the random draw: the same records and seed give the same pairs
