@@ -735,7 +735,9 @@ class Soak:
         # off before the next fault's end.
         recovery = []
         for i, f in enumerate(self.faults):
-            nxt = self.faults[i + 1]["t"] if i + 1 < len(self.faults) else None
+            # Until the fault after next: at 15 s apart (--ci) one period is shorter than a
+            # freeze or a newcomer's backlog takes to work off.
+            nxt = self.faults[i + 2]["t"] if i + 2 < len(self.faults) else None
             window = [lg for (t, lg) in lag_series if t >= f["end"] and (nxt is None or t <= nxt)]
             if window:
                 recovery.append({"fault": f["kind"], "t": f["t"], "lag_after": window[0], "lag_min": min(window)})
