@@ -530,6 +530,8 @@ impl DedupConfig {
                 self.relations_list()
             );
         }
+        // The sketch rule whose bars pass but whose clauses do not bear it out, if any.
+        let unconfirmed = self.unconfirmed_rule(distance, &s);
         let fired = match rule {
             Some(MatchRule::Editor) => "editor: an editor merged A into B".to_owned(),
             Some(MatchRule::Simhash) => {
@@ -595,9 +597,9 @@ impl DedupConfig {
             ),
             None if distance > self.threshold
                 && !self.template_overrules(&s)
-                && self.unconfirmed_rule(distance, &s).is_some() =>
+                && unconfirmed.is_some() =>
             {
-                let rule = self.unconfirmed_rule(distance, &s).unwrap_or(MatchRule::Resemblance);
+                let rule = unconfirmed.unwrap_or(MatchRule::Resemblance);
                 let (whose, bar) = if rule == MatchRule::Extension {
                     ("B's", self.segment_extension_min_held)
                 } else {

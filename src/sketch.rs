@@ -11,6 +11,7 @@
 
 use crate::segments::{Overlap, SegmentMask, Segments};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
 
 pub const BINS: usize = 32;
 /// Size of the bins' binary form; the segment signatures follow it (see `to_bytes`).
@@ -396,7 +397,7 @@ impl Sketch {
     pub fn to_hex(&self) -> String {
         let mut s = String::new();
         for b in self.to_bytes() {
-            s.push_str(&format!("{b:02x}"));
+            let _ = write!(s, "{b:02x}");
         }
         s
     }
