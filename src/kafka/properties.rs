@@ -237,8 +237,10 @@ pub fn plain_reader(
     properties: &BTreeMap<String, String>,
     client_id: &str,
 ) -> BTreeMap<String, String> {
+    // fetch.wait.max.ms as for the service's consumer (see `client_properties`): a reader of a
+    // long Tansu topic at 100 ms got empty fetches and read it slowly.
     let mut reader: BTreeMap<String, String> =
-        [("client.id", client_id), ("fetch.wait.max.ms", "100")]
+        [("client.id", client_id), ("fetch.wait.max.ms", "250")]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
