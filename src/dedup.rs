@@ -126,6 +126,11 @@ pub struct DedupConfig {
     /// new article's compared text in clauses the candidate holds verbatim (when both have
     /// `segment_min_chars`). 0 disables.
     pub segment_min_confirm: f64,
+    /// The clause confirmation (`segment_min_confirm`, `segment_extension_min_held`) applies
+    /// from this Hamming distance on. Nearer, the weighted vocabulary nearly agrees as well as
+    /// the bins: a repost whose edits (typos, markup) touch most of its few clauses, where two
+    /// reports of one form lie further apart.
+    pub segment_confirm_min_distance: u32,
     /// An extension match (the topic check's included) needs at least this share of the
     /// candidate's compared text in clauses the new article holds. 0 disables.
     pub segment_extension_min_held: f64,
@@ -226,9 +231,12 @@ impl DedupConfig {
     /// A for an extension (B is inside A). 32 bins agree by chance on two reports of one form
     /// (two resolutions of one session, two days of one statistics bulletin); their clauses do
     /// not.
-    fn segments_confirm(&self, rule: MatchRule, s: &Similarity) -> bool {
+    fn segments_confirm(&self, rule: MatchRule, distance: u32, s: &Similarity) -> bool {
         let o = &s.segments;
-        if o.a_chars < self.segment_min_chars || o.b_chars < self.segment_min_chars {
+        if distance < self.segment_confirm_min_distance
+            || o.a_chars < self.segment_min_chars
+            || o.b_chars < self.segment_min_chars
+        {
             return true;
         }
         let (share, bar) = match rule {
@@ -256,7 +264,7 @@ impl DedupConfig {
         ];
         passes
             .into_iter()
-            .find(|(rule, pass)| *pass && !self.segments_confirm(*rule, s))
+            .find(|(rule, pass)| *pass && !self.segments_confirm(*rule, distance, s))
             .map(|(rule, _)| rule)
     }
 
@@ -336,7 +344,7 @@ impl DedupConfig {
                 && s.b_share_of_a() < self.extension_min_share
                 && (by_bins || by_segments)
                 && !self.segments_overrule(&s)
-                && self.segments_confirm(MatchRule::Extension, &s)
+                && self.segments_confirm(MatchRule::Extension, distance, &s)
                 && self.rule_for_plain(distance, sim).is_none()
         })
     }
@@ -386,16 +394,18 @@ impl DedupConfig {
             if self.template_overrules(&s) || self.segments_overrule(&s) {
                 None
             } else if self.resemblance_bars(distance, &s).is_some()
-                && self.segments_confirm(MatchRule::Resemblance, &s)
+                && self.segments_confirm(MatchRule::Resemblance, distance, &s)
             {
                 Some(MatchRule::Resemblance)
             } else if self.excerpt_min_containment > 0.0
                 && s.a_in_b >= self.excerpt_min_containment
                 && s.jaccard >= self.excerpt_min_jaccard
-                && self.segments_confirm(MatchRule::Containment, &s)
+                && self.segments_confirm(MatchRule::Containment, distance, &s)
             {
                 Some(MatchRule::Containment)
-            } else if self.is_extension(&s) && self.segments_confirm(MatchRule::Extension, &s) {
+            } else if self.is_extension(&s)
+                && self.segments_confirm(MatchRule::Extension, distance, &s)
+            {
                 Some(MatchRule::Extension)
             } else {
                 None
@@ -726,6 +736,7 @@ impl Default for DedupConfig {
             segment_whole_min_share: 0.75,
             segment_topic_min_share: 0.15,
             segment_min_confirm: 0.3,
+            segment_confirm_min_distance: 6,
             segment_extension_min_held: 0.5,
             segment_template_max_shared: 0.3,
             headline_check: true,
@@ -1253,6 +1264,16 @@ mod tests {
         assert_eq!(
             rule.rule_for(9, Some(with_segments(resembling, 10, 30, 30))),
             Some(MatchRule::Resemblance)
+        );
+        // Near the fingerprint (a short repost whose typos touch most of its few clauses),
+        // the bins stand alone.
+        assert_eq!(
+            rule.rule_for(5, Some(with_segments(resembling, 0, 154, 181))),
+            Some(MatchRule::Resemblance)
+        );
+        assert_eq!(
+            rule.rule_for(6, Some(with_segments(resembling, 0, 154, 181))),
+            None
         );
         // An extension: B 62% of A, its bins in A, but a third of its clauses.
         let extended = sim(15, 16, 1, 1000, 620);

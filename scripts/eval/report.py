@@ -199,8 +199,9 @@ RULES_SECTION = [
     "other items are other stories). Computed only for such candidates; `compare` shows "
     "`second_check.topic`. With B's clauses whole in A (segments, below), from 15% of A's length on |", "",
     "**Segments.** Each text's clauses are signed (`segments` in `compare`; `match.segments` in the "
-    "output). Beyond the threshold a rule must be borne out by verbatim clauses when both texts have "
-    ">= 40 characters of them: >= 30% of A's clause text in B for `resemblance` and `containment`, >= 50% "
+    "output). From Hamming distance 6 on a rule must be borne out by verbatim clauses when both texts have "
+    ">= 40 characters of them (nearer, the weighted vocabulary agrees too: a short repost whose edits touch "
+    "most of its clauses): >= 30% of A's clause text in B for `resemblance` and `containment`, >= 50% "
     "of B's in A for `extension`. B counts as whole in A when >= 75% of its clause text is. A clause held "
     "by 3 or more unique indexed articles is template: left out, and a pair sharing template clauses "
     "with < 30% of either text's remaining clause text in the other is not a duplicate.", "",
