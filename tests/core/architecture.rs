@@ -161,6 +161,10 @@ const LAYERS: &[&[&str]] = &[
     &["replica"],
     &["service"],
     &["replay"],
+    // The binary: the command line's definitions, what each command does with them, and
+    // `main`, which parses and dispatches.
+    &["cli"],
+    &["commands"],
     &["main"],
 ];
 
