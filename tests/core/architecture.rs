@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 18] = [
+const CORE: [&str; 19] = [
     "article.rs",
     "correction.rs",
     "time.rs",
@@ -21,6 +21,7 @@ const CORE: [&str; 18] = [
     "topic.rs",
     "fingerprint.rs",
     "dedup.rs",
+    "dedup",
     "output.rs",
     "compare.rs",
     "pipeline.rs",
