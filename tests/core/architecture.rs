@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 19] = [
+const CORE: [&str; 20] = [
     "article.rs",
     "correction.rs",
     "time.rs",
@@ -20,6 +20,7 @@ const CORE: [&str; 19] = [
     "sketch.rs",
     "topic.rs",
     "fingerprint.rs",
+    "fingerprint",
     "dedup.rs",
     "dedup",
     "output.rs",
