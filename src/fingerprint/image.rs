@@ -32,6 +32,7 @@ const SOURCES: &[&str] = &[
     include_str!("../text/clean.rs"),
     include_str!("../simhash.rs"),
     include_str!("../fingerprint.rs"),
+    include_str!("identity.rs"),
     include_str!("../../vendor/jieba-rs/src/lib.rs"),
     include_str!("../../vendor/jieba-rs/src/trie.rs"),
     include_str!("../../vendor/jieba-rs/src/snapshot.rs"),

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The core modules (files and folders under src/).
-const CORE: [&str; 18] = [
+const CORE: [&str; 20] = [
     "article.rs",
     "correction.rs",
     "time.rs",
@@ -20,7 +20,9 @@ const CORE: [&str; 18] = [
     "sketch.rs",
     "topic.rs",
     "fingerprint.rs",
+    "fingerprint",
     "dedup.rs",
+    "dedup",
     "output.rs",
     "compare.rs",
     "pipeline.rs",
@@ -161,6 +163,10 @@ const LAYERS: &[&[&str]] = &[
     &["replica"],
     &["service"],
     &["replay"],
+    // The binary: the command line's definitions, what each command does with them, and
+    // `main`, which parses and dispatches.
+    &["cli"],
+    &["commands"],
     &["main"],
 ];
 
