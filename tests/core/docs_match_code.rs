@@ -421,6 +421,7 @@ fn every_flag_the_docs_name_belongs_to_its_command() {
     let all = cli.all_flags();
     let foreign: BTreeMap<&str, &str> = FOREIGN_FLAGS.into_iter().collect();
     let invocation = Regex::new(r"(?s)(?:^|[\s/])newsdedup\s+([a-z].*)").unwrap();
+    let bare = Regex::new(r"(?:^|[\s(`])(--[a-z0-9][a-z0-9-]*)").unwrap();
     let mut problems = Vec::new();
     for doc in docs() {
         // Inline spans: `newsdedup CMD ...` or `CMD ...`; a `|` inside one separates
@@ -473,7 +474,6 @@ fn every_flag_the_docs_name_belongs_to_its_command() {
         }
         // Plain text (config/default.toml's comments): every flag is one of newsdedup's.
         if doc.path == "config/default.toml" {
-            let bare = Regex::new(r"(?:^|[\s(`])(--[a-z0-9][a-z0-9-]*)").unwrap();
             for c in bare.captures_iter(&doc.text) {
                 let m = c.get(1).unwrap();
                 if !all.contains(m.as_str()) {
