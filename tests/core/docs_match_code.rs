@@ -13,7 +13,8 @@
 //! docs/OPERATIONS.md's metrics table (with its kind), every flag of every command is in that
 //! command's section of docs/REFERENCE.md, every key of the configuration file is in
 //! config/default.toml (every `[service]` key also in OPERATIONS.md's settings table), and every
-//! topic in README.md, REFERENCE.md, OPERATIONS.md and the compose file that creates them.
+//! topic in README.md, REFERENCE.md, OPERATIONS.md and the compose file that creates them. And
+//! every repository path the docs name (`src/kafka/stop.rs`) exists.
 
 use crate::common::repo_file;
 use newsdedup::config::{keys as config_keys, ServiceConfig};
@@ -768,4 +769,29 @@ fn every_topic_the_docs_name_exists_and_each_is_documented() {
         }
     }
     report(problems, "topics out of step");
+}
+
+#[test]
+fn every_repository_path_the_docs_name_exists() {
+    // `src/kafka/stop.rs`, `tests/core/cli_batch.rs`, `../docker/alerts.yml`; not a path under
+    // a build directory (`$CARGO_TARGET_DIR/release/examples/kafka_load`).
+    let path = Regex::new(
+        r"(^|\.\./|[^A-Za-z0-9_./-])((?:src|tests|scripts|docs|docker|config|examples|benches|schemas|vendor)/[A-Za-z0-9_./-]*[A-Za-z0-9_])",
+    )
+    .unwrap();
+    let mut problems = Vec::new();
+    for doc in docs() {
+        for c in path.captures_iter(&doc.text) {
+            let m = c.get(2).unwrap();
+            if !repo_file(m.as_str()).exists() {
+                problems.push(format!(
+                    "{}:{}: {} does not exist",
+                    doc.path,
+                    doc.line_of(m.start()),
+                    m.as_str()
+                ));
+            }
+        }
+    }
+    report(problems, "paths in the docs that are not in the repository");
 }
