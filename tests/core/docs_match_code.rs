@@ -795,3 +795,70 @@ fn every_repository_path_the_docs_name_exists() {
     }
     report(problems, "paths in the docs that are not in the repository");
 }
+
+#[test]
+fn the_settings_table_gives_each_flag_its_variable_and_default() {
+    // `run --help`: each option's `[env: NAME=]` and `[default: VALUE]`, which may follow on
+    // later lines.
+    let text = help(&["run"]);
+    let option = Regex::new(r"^\s+(?:-[A-Za-z], )?(--[a-z0-9-]+|-[A-Za-z])\b").unwrap();
+    let env = Regex::new(r"\[env: ([A-Z0-9_]+)=").unwrap();
+    let default = Regex::new(r"\[default: ([^\]\[]+)\]").unwrap();
+    let mut code: BTreeMap<String, (Option<String>, Option<String>)> = BTreeMap::new();
+    let mut current = String::new();
+    for line in text.lines() {
+        if let Some(c) = option.captures(line) {
+            current = c[1].to_owned();
+        }
+        let entry = code.entry(current.clone()).or_default();
+        if let Some(c) = env.captures(line) {
+            entry.0 = Some(c[1].to_owned());
+        }
+        if let Some(c) = default.captures(line) {
+            entry.1 = Some(c[1].to_owned());
+        }
+    }
+    let docs = docs();
+    let ops = doc(&docs, "docs/OPERATIONS.md");
+    let mut problems = Vec::new();
+    for (i, line) in ops.text.lines().enumerate() {
+        if !line.starts_with("| `-") {
+            continue;
+        }
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let flag = cells[1]
+            .trim_matches('`')
+            .split([' ', '`'])
+            .next()
+            .unwrap_or_default();
+        let Some((code_env, code_default)) = code.get(flag) else {
+            problems.push(format!(
+                "docs/OPERATIONS.md:{}: {flag} is not a flag of `newsdedup run`",
+                i + 1
+            ));
+            continue;
+        };
+        let doc_env = cells[2].trim_matches('`');
+        if let Some(e) = code_env.as_deref().filter(|e| *e != doc_env) {
+            problems.push(format!(
+                "docs/OPERATIONS.md:{}: {flag}'s variable is {e}, not {doc_env}",
+                i + 1
+            ));
+        }
+        let doc_default = cells[4].trim_start_matches('`');
+        if let Some(d) = code_default
+            .as_deref()
+            .filter(|d| !doc_default.starts_with(*d))
+        {
+            problems.push(format!(
+                "docs/OPERATIONS.md:{}: {flag}'s default is {d}, the table says {}",
+                i + 1,
+                cells[4]
+            ));
+        }
+    }
+    report(
+        problems,
+        "rows of the settings table out of step with `run --help`",
+    );
+}
