@@ -14,7 +14,8 @@
 //! command's section of docs/REFERENCE.md, every key of the configuration file is in
 //! config/default.toml (every `[service]` key also in OPERATIONS.md's settings table), and every
 //! topic in README.md, REFERENCE.md, OPERATIONS.md and the compose file that creates them. And
-//! every repository path the docs name (`src/kafka/stop.rs`) exists.
+//! every repository path the docs name (`src/kafka/stop.rs`) exists, and the index layout they
+//! name is the current one.
 
 use crate::common::repo_file;
 use newsdedup::config::{keys as config_keys, ServiceConfig};
@@ -861,4 +862,25 @@ fn the_settings_table_gives_each_flag_its_variable_and_default() {
         problems,
         "rows of the settings table out of step with `run --help`",
     );
+}
+
+#[test]
+fn the_index_layout_the_docs_name_is_the_current_one() {
+    // PERFORMANCE.md may compare with earlier layouts; the others describe this one.
+    let layout = Regex::new(r"newsdedup-index/[0-9]+").unwrap();
+    let current = newsdedup::index::layout::FORMAT_VERSION;
+    let mut problems = Vec::new();
+    for doc in docs().iter().filter(|d| d.path != "docs/PERFORMANCE.md") {
+        for m in layout.find_iter(&doc.text) {
+            if m.as_str() != current {
+                problems.push(format!(
+                    "{}:{}: {} is not the index's layout, {current} (src/index/layout.rs)",
+                    doc.path,
+                    doc.line_of(m.start()),
+                    m.as_str()
+                ));
+            }
+        }
+    }
+    report(problems, "index layouts that are not the current one");
 }
