@@ -15,7 +15,7 @@
 //! config/default.toml (every `[service]` key also in OPERATIONS.md's settings table), and every
 //! topic in README.md, REFERENCE.md, OPERATIONS.md and the compose file that creates them. And
 //! every repository path the docs name (`src/kafka/stop.rs`) exists, and the index layout they
-//! name is the current one.
+//! name is the current one, and so is every test they name by its function.
 
 use crate::common::repo_file;
 use newsdedup::config::{keys as config_keys, ServiceConfig};
@@ -883,4 +883,36 @@ fn the_index_layout_the_docs_name_is_the_current_one() {
         }
     }
     report(problems, "index layouts that are not the current one");
+}
+
+#[test]
+fn every_test_the_docs_name_exists() {
+    // A long snake_case name in a span (`an_index_of_the_previous_layout_is_refused_naming_index_rebuild`)
+    // is a function of this repository: a test, or what a test calls. Not a metric, nor
+    // librdkafka's (`rd_kafka_...`).
+    let name = Regex::new(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+){4,}$").unwrap();
+    let sources: String = ["src", "tests", "benches", "examples"]
+        .iter()
+        .flat_map(|dir| files_under(dir, |p| p.extension().is_some_and(|e| e == "rs")))
+        .filter_map(|p| std::fs::read_to_string(repo_file(&p)).ok())
+        .collect();
+    let mut problems = Vec::new();
+    for doc in docs().iter().filter(|d| d.is_markdown()) {
+        for (at, span) in code_spans(doc) {
+            if !name.is_match(span)
+                || span.starts_with("newsdedup_")
+                || span.starts_with("rd_kafka_")
+            {
+                continue;
+            }
+            if !sources.contains(&format!("fn {span}(")) {
+                problems.push(format!(
+                    "{}:{}: no function {span} in src/, tests/, benches/ or examples/",
+                    doc.path,
+                    doc.line_of(at)
+                ));
+            }
+        }
+    }
+    report(problems, "functions the docs name that do not exist");
 }
