@@ -493,7 +493,7 @@ fn every_flag_the_docs_name_belongs_to_its_command() {
 }
 
 #[test]
-fn every_flag_of_every_command_is_in_its_section_of_the_reference() {
+fn every_command_and_flag_is_in_the_reference_and_every_command_in_the_readme() {
     let cli = cli();
     let docs = docs();
     let reference = doc(&docs, "docs/REFERENCE.md");
@@ -551,7 +551,21 @@ fn every_flag_of_every_command_is_in_its_section_of_the_reference() {
             }
         }
     }
-    report(problems, "flags missing from docs/REFERENCE.md");
+    // README.md's table of commands: one row each (`correct` for both of its own).
+    let readme = doc(&docs, "README.md");
+    for command in cli.commands.keys() {
+        let row = |c: &str| readme.text.contains(&format!("| `{c}` |"));
+        let group = command.split(' ').next().unwrap_or_default();
+        if !row(command) && !row(group) {
+            problems.push(format!(
+                "README.md's table of commands has no row for `{command}`"
+            ));
+        }
+    }
+    report(
+        problems,
+        "commands or flags missing from docs/REFERENCE.md and README.md",
+    );
 }
 
 /// (section, key) of every key line of config/default.toml, commented out or not, with its line.
