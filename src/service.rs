@@ -491,8 +491,9 @@ fn serve_endpoints(
 
 /// SIGTERM / SIGINT: the first requests the stop (its budget, `shutdown_timeout`, counts from
 /// then); another one at least a second later exits at once (status 130), while one within a
-/// second of the first is taken for the same signal delivered twice and ignored. A watchdog ends the process if the stop outlives its
-/// budget by [`stop::WATCHDOG_MARGIN`] (a phase that cannot be cut short hangs).
+/// second of the first is taken for the same signal delivered twice and ignored. A watchdog ends
+/// the process if the stop outlives its budget by [`stop::WATCHDOG_MARGIN`] (a phase that cannot
+/// be cut short hangs).
 pub(crate) fn install_signal_handlers(
     runtime: &tokio::runtime::Runtime,
     shutdown_timeout: Duration,
