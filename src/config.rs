@@ -176,6 +176,76 @@ impl Config {
     }
 }
 
+/// Every key the configuration file accepts, as (section, key): `("dedup", "threshold")`, and
+/// `("service", "kafka")` for the `[service.kafka]` table. Read from the sections' own
+/// `Deserialize` definitions (the field names serde matches, `deny_unknown_fields` refusing any
+/// other), so it cannot drift from what a file may hold.
+pub fn keys() -> Vec<(&'static str, &'static str)> {
+    let sections: [(&'static str, &'static [&'static str]); 6] = [
+        ("input", struct_fields::<InputConfig>()),
+        ("fingerprint", struct_fields::<FingerprintConfig>()),
+        ("index", struct_fields::<IndexConfig>()),
+        ("dedup", struct_fields::<DedupConfig>()),
+        ("image", struct_fields::<ImageConfig>()),
+        ("service", struct_fields::<ServiceConfig>()),
+    ];
+    assert_eq!(
+        struct_fields::<Config>(),
+        sections.map(|(name, _)| name).as_slice(),
+        "a section of Config is missing from config::keys"
+    );
+    sections
+        .into_iter()
+        .flat_map(|(section, fields)| fields.iter().map(move |key| (section, *key)))
+        .collect()
+}
+
+/// The field names a struct's derived `Deserialize` asks for: a deserializer that records them
+/// and stops.
+fn struct_fields<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{self, Visitor};
+
+    #[derive(Debug)]
+    struct Stop;
+    impl std::fmt::Display for Stop {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("field names recorded")
+        }
+    }
+    impl std::error::Error for Stop {}
+    impl de::Error for Stop {
+        fn custom<M: std::fmt::Display>(_: M) -> Self {
+            Stop
+        }
+    }
+
+    struct Fields<'a>(&'a mut &'static [&'static str]);
+    impl<'de> de::Deserializer<'de> for Fields<'_> {
+        type Error = Stop;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Stop> {
+            Err(Stop)
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Stop> {
+            *self.0 = fields;
+            Err(Stop)
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+            option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+            ignored_any
+        }
+    }
+
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Fields(&mut fields));
+    fields
+}
+
 /// The shipped config/default.toml, for the tests that hold it against the built-in defaults.
 /// Cargo sets `CARGO_MANIFEST_DIR` for the tests it runs; the compile-time value can name another
 /// clone that shares the target directory.
@@ -215,6 +285,29 @@ mod tests {
         let message = Config::load(&path).unwrap_err().to_string();
         assert!(message.contains("line 3"), "{message}");
         assert!(!message.contains("hunter2"), "{message}");
+    }
+
+    #[test]
+    fn keys_lists_every_section_and_its_fields() {
+        let keys = keys();
+        for key in [
+            ("input", "published_at_offset"),
+            ("dedup", "threshold"),
+            ("index", "retention"),
+            ("image", "dir"),
+            ("service", "corrections_topic"),
+            ("service", "kafka"),
+        ] {
+            assert!(keys.contains(&key), "{key:?} missing from {keys:?}");
+        }
+        // A listed key is one the file accepts (its value aside); another is refused.
+        for (section, key) in keys.iter().chain([&("dedup", "treshold")]) {
+            let text = format!("[{section}]\n{key} = []\n");
+            let unknown = toml::from_str::<Config>(&text)
+                .err()
+                .is_some_and(|e| e.to_string().contains("unknown field"));
+            assert_eq!(unknown, *key == "treshold", "{text}");
+        }
     }
 
     #[test]

@@ -92,205 +92,299 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
     Ok(handle)
 }
 
-fn describe() {
-    describe_counter!(
-        STANDBY_RECORDS,
-        Unit::Count,
-        "Standby: output records read and applied to its index."
-    );
-    describe_gauge!(
-        STANDBY_LAG,
-        Unit::Count,
-        "Standby: records behind the end of each output topic partition (a lower bound on brokers with low watermarks)."
-    );
-    describe_gauge!(
-        STANDBY_CAUGHT_UP,
-        Unit::Count,
-        "Standby: 1 once it has read every output topic to its end."
-    );
-    describe_counter!(
+/// What a metric is, for Prometheus's `# TYPE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    /// The name Prometheus gives it (`counter`, `gauge`, `histogram`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric of the service: its name, kind, unit and help text.
+#[derive(Debug, Clone, Copy)]
+pub struct Definition {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub unit: Unit,
+    pub help: &'static str,
+}
+
+const fn def(name: &'static str, kind: Kind, unit: Unit, help: &'static str) -> Definition {
+    Definition {
+        name,
+        kind,
+        unit,
+        help,
+    }
+}
+
+/// Every metric the service exports, described to the recorder by [`install`]: the one list of
+/// names, kinds and help texts (docs/OPERATIONS.md documents each; a test holds the two
+/// together).
+pub const DEFINITIONS: &[Definition] = &[
+    def(
         ARTICLES_CONSUMED,
+        Kind::Counter,
         Unit::Count,
-        "Records read from the input topic."
-    );
-    describe_counter!(
+        "Records read from the input topic.",
+    ),
+    def(
         ARTICLES_UNIQUE,
+        Kind::Counter,
         Unit::Count,
-        "Articles decided unique (replays included)."
-    );
-    describe_counter!(
+        "Articles decided unique (replays included).",
+    ),
+    def(
         ARTICLES_DUPLICATE,
+        Kind::Counter,
         Unit::Count,
-        "Articles decided duplicate (replays included)."
-    );
-    describe_counter!(
+        "Articles decided duplicate (replays included).",
+    ),
+    def(
         ARTICLES_INVALID,
+        Kind::Counter,
         Unit::Count,
-        "Records sent to the DLQ, by reason."
-    );
-    describe_counter!(
+        "Records sent to the DLQ, by reason.",
+    ),
+    def(
         ARTICLES_REPLAYED,
+        Kind::Counter,
         Unit::Count,
-        "Articles whose id was already indexed (stored decision re-emitted)."
-    );
-    describe_counter!(
+        "Articles whose id was already indexed (stored decision re-emitted).",
+    ),
+    def(
         CORRECTIONS,
+        Kind::Counter,
         Unit::Count,
-        "Editors' corrections applied, by kind (release, merge); one delivered again after a restart counts again. Refused ones: newsdedup_articles_invalid_total{reason=\"refused_correction\"}."
-    );
-    describe_counter!(
+        "Editors' corrections applied, by kind (release, merge); one delivered again after a restart counts again. Refused ones: newsdedup_articles_invalid_total{reason=\"refused_correction\"}.",
+    ),
+    def(
         RECORDS_DELIVERED,
+        Kind::Counter,
         Unit::Count,
-        "Output records acknowledged by the broker, by topic kind."
-    );
-    describe_counter!(
+        "Output records acknowledged by the broker, by topic kind.",
+    ),
+    def(
         DELIVERY_RETRIES,
+        Kind::Counter,
         Unit::Count,
-        "Output records produced again after a failed delivery."
-    );
-    describe_counter!(
+        "Output records produced again after a failed delivery.",
+    ),
+    def(
         COMMITS,
+        Kind::Counter,
         Unit::Count,
-        "Offset commits, by result (ok/error)."
-    );
-    describe_counter!(
+        "Offset commits, by result (ok/error).",
+    ),
+    def(
         REBALANCES,
+        Kind::Counter,
         Unit::Count,
-        "Rebalance events, by kind (assign/revoke/lost/error)."
-    );
-    describe_counter!(
+        "Rebalance events, by kind (assign/revoke/lost/error).",
+    ),
+    def(
         KAFKA_ERRORS,
+        Kind::Counter,
         Unit::Count,
-        "Errors reported by librdkafka, by client and code."
-    );
-    describe_histogram!(
+        "Errors reported by librdkafka, by client and code.",
+    ),
+    def(
         PROCESSING_LATENCY,
+        Kind::Histogram,
         Unit::Seconds,
-        "From receipt of an input record to the broker's acknowledgement of its output."
-    );
-    describe_histogram!(
+        "From receipt of an input record to the broker's acknowledgement of its output.",
+    ),
+    def(
         STAGE_SECONDS,
+        Kind::Histogram,
         Unit::Seconds,
-        "Time per record in a stage (prepare, decide), and per index WAL fsync before a commit (sync)."
-    );
-    describe_histogram!(
+        "Time per record in a stage (prepare, decide), and per index WAL fsync before a commit (sync).",
+    ),
+    def(
         CANDIDATES_PER_LOOKUP,
+        Kind::Histogram,
         Unit::Count,
-        "Candidates within the threshold per index lookup."
-    );
-    describe_gauge!(
+        "Candidates within the threshold per index lookup.",
+    ),
+    def(
         CONSUMED_OFFSET,
+        Kind::Gauge,
         Unit::Count,
-        "One past the last consumed offset, per partition."
-    );
-    describe_gauge!(
+        "One past the last consumed offset, per partition.",
+    ),
+    def(
         COMMITTED_OFFSET,
+        Kind::Gauge,
         Unit::Count,
-        "Last committed offset (next to process after a restart), per partition."
-    );
-    describe_gauge!(
+        "Last committed offset (next to process after a restart), per partition.",
+    ),
+    def(
         UNCOMMITTED_MESSAGES,
+        Kind::Gauge,
         Unit::Count,
-        "consumed_offset - committed_offset, per partition."
-    );
-    describe_gauge!(
+        "consumed_offset - committed_offset, per partition.",
+    ),
+    def(
         HIGH_WATERMARK,
+        Kind::Gauge,
         Unit::Count,
-        "High watermark reported by the broker, per partition."
-    );
-    describe_gauge!(
+        "High watermark reported by the broker, per partition.",
+    ),
+    def(
         CONSUMER_LAG,
+        Kind::Gauge,
         Unit::Count,
-        "high_watermark - committed_offset; -1 when the watermark is below the consumed offset (unreliable broker watermark)."
-    );
-    describe_gauge!(
+        "high_watermark - committed_offset; -1 when the watermark is below the consumed offset (unreliable broker watermark).",
+    ),
+    def(
         WATERMARK_SUSPECT,
+        Kind::Gauge,
         Unit::Count,
-        "1 when the broker's high watermark was seen below the consumed offset (lag unknown)."
-    );
-    describe_gauge!(
+        "1 when the broker's high watermark was seen below the consumed offset (lag unknown).",
+    ),
+    def(
         IN_FLIGHT,
+        Kind::Gauge,
         Unit::Count,
-        "Records consumed but not yet indexed and delivered."
-    );
-    describe_gauge!(
+        "Records consumed but not yet indexed and delivered.",
+    ),
+    def(
         ASSIGNED_PARTITIONS,
+        Kind::Gauge,
         Unit::Count,
-        "Input partitions assigned to this consumer."
-    );
-    describe_gauge!(
+        "Input partitions assigned to this consumer.",
+    ),
+    def(
         FETCH_PAUSED,
+        Kind::Gauge,
         Unit::Count,
-        "1 while fetching is paused because max_in_flight is reached."
-    );
-    describe_gauge!(
-        GROUP_MEMBERS,
-        Unit::Count,
-        "Members the consumer group's coordinator lists, this one included (run only)."
-    );
-    describe_gauge!(
-        WAITING_SECONDS,
-        Unit::Seconds,
-        "How long this member has fetched nothing while records wait beyond the group's committed offsets; 0 otherwise."
-    );
-    describe_gauge!(
+        "1 while fetching is paused by backpressure: max_in_flight records or max_in_flight_bytes bytes in flight (it resumes once both are at half).",
+    ),
+    def(
         BROKER_UP,
+        Kind::Gauge,
         Unit::Count,
-        "0 after librdkafka reported all brokers down, 1 once traffic resumes."
-    );
-    describe_gauge!(
+        "0 after librdkafka reported all brokers down, 1 once traffic resumes.",
+    ),
+    def(
         HEALTHY,
+        Kind::Gauge,
         Unit::Count,
-        "1 while /health answers 200; 0 when failed, stalled, without progress or waiting too long."
-    );
-    describe_gauge!(INDEX_ARTICLES, Unit::Count, "Articles in the index.");
-    describe_histogram!(
+        "1 while /health answers 200; 0 when failed, stalled, without progress or waiting too long.",
+    ),
+    def(
+        GROUP_MEMBERS,
+        Kind::Gauge,
+        Unit::Count,
+        "Members the consumer group's coordinator lists, this one included (run only).",
+    ),
+    def(
+        WAITING_SECONDS,
+        Kind::Gauge,
+        Unit::Seconds,
+        "How long this member has fetched nothing while records wait beyond the group's committed offsets; 0 otherwise.",
+    ),
+    def(
+        INDEX_ARTICLES,
+        Kind::Gauge,
+        Unit::Count,
+        "Articles in the index.",
+    ),
+    def(
+        INDEX_UNIQUE,
+        Kind::Gauge,
+        Unit::Count,
+        "Unique (searchable) articles in the index.",
+    ),
+    def(
+        INDEX_DISK_BYTES,
+        Kind::Gauge,
+        Unit::Bytes,
+        "Size of the index directory.",
+    ),
+    def(
+        INDEX_VOLUME_AVAILABLE_BYTES,
+        Kind::Gauge,
+        Unit::Bytes,
+        "Space left on the volume holding the index directory (for unprivileged writes); when none is left the service stops deciding until space is freed.",
+    ),
+    def(
+        INDEX_VOLUME_SIZE_BYTES,
+        Kind::Gauge,
+        Unit::Bytes,
+        "Size of the volume holding the index directory.",
+    ),
+    def(
+        INDEX_STREAM_TIME,
+        Kind::Gauge,
+        Unit::Seconds,
+        "Stream time of the index: the newest event time (Unix seconds) of any indexed article; the retention window removes articles older than it by the window.",
+    ),
+    def(
         GROUP_COMMIT_SIZE,
+        Kind::Histogram,
         Unit::Count,
-        "Records published per index fsync (group commit: a decision is produced only once durable)."
-    );
-    describe_counter!(
+        "Records published per index fsync (group commit: a decision is produced only once durable).",
+    ),
+    def(
+        STANDBY_RECORDS,
+        Kind::Counter,
+        Unit::Count,
+        "Standby: output records read and applied to its index.",
+    ),
+    def(
+        STANDBY_LAG,
+        Kind::Gauge,
+        Unit::Count,
+        "Standby: records behind the end of each output topic partition (a lower bound on brokers with low watermarks).",
+    ),
+    def(
+        STANDBY_CAUGHT_UP,
+        Kind::Gauge,
+        Unit::Count,
+        "Standby: 1 once it has read every output topic to its end.",
+    ),
+    def(
         crate::index::rocks::CROWDED_LOOKUPS,
+        Kind::Counter,
         Unit::Count,
-        "Lookups that read a block bucket of more than 4096 fingerprints (templated reports, crafted input)."
-    );
-    describe_counter!(
+        "Lookups that read a block bucket of more than 4096 fingerprints (templated reports, crafted input).",
+    ),
+    def(
         crate::index::rocks::BUCKET_WRITE_BACKS,
+        Kind::Counter,
         Unit::Count,
-        "Crowded block buckets whose merged value the writer put back, so reads do not walk their pending operands."
-    );
-    describe_counter!(
+        "Crowded block buckets whose merged value the writer put back, so reads do not walk their pending operands.",
+    ),
+    def(
         crate::index::rocks::EXPIRED_ARTICLES,
+        Kind::Counter,
         Unit::Count,
-        "Articles removed by the retention window ([index] retention, --retention)."
-    );
+        "Articles removed by the retention window ([index] retention, --retention).",
+    ),
+];
+
+fn describe() {
+    for d in DEFINITIONS {
+        match d.kind {
+            Kind::Counter => describe_counter!(d.name, d.unit, d.help),
+            Kind::Gauge => describe_gauge!(d.name, d.unit, d.help),
+            Kind::Histogram => describe_histogram!(d.name, d.unit, d.help),
+        }
+    }
     // Shown (as 0) before the first removal, so a dashboard can tell "nothing removed" from "no data".
     metrics::counter!(crate::index::rocks::EXPIRED_ARTICLES).increment(0);
-    describe_gauge!(
-        INDEX_STREAM_TIME,
-        Unit::Seconds,
-        "Stream time of the index: the newest event time (Unix seconds) of any indexed article; the retention window removes articles older than it by the window."
-    );
-    describe_gauge!(
-        INDEX_UNIQUE,
-        Unit::Count,
-        "Unique (searchable) articles in the index."
-    );
-    describe_gauge!(
-        INDEX_DISK_BYTES,
-        Unit::Bytes,
-        "Size of the index directory."
-    );
-    describe_gauge!(
-        INDEX_VOLUME_AVAILABLE_BYTES,
-        Unit::Bytes,
-        "Space left on the volume holding the index directory (for unprivileged writes); when none is left the service stops deciding until space is freed."
-    );
-    describe_gauge!(
-        INDEX_VOLUME_SIZE_BYTES,
-        Unit::Bytes,
-        "Size of the volume holding the index directory."
-    );
 }
 
 /// Exports a measurement of the index's disk use (`run` and `standby`).

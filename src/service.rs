@@ -490,8 +490,10 @@ fn serve_endpoints(
 }
 
 /// SIGTERM / SIGINT: the first requests the stop (its budget, `shutdown_timeout`, counts from
-/// then); a second one exits at once. A watchdog ends the process if the stop outlives its
-/// budget by [`stop::WATCHDOG_MARGIN`] (a phase that cannot be cut short hangs).
+/// then); another one at least a second later exits at once (status 130), while one within a
+/// second of the first is taken for the same signal delivered twice and ignored. A watchdog ends
+/// the process if the stop outlives its budget by [`stop::WATCHDOG_MARGIN`] (a phase that cannot
+/// be cut short hangs).
 pub(crate) fn install_signal_handlers(
     runtime: &tokio::runtime::Runtime,
     shutdown_timeout: Duration,
@@ -518,7 +520,7 @@ pub(crate) fn install_signal_handlers(
                 None => {
                     first = Some(Instant::now());
                     request.request();
-                    tracing::info!("{name} received: stopping within {:.1}s (--shutdown-timeout-ms): fetch paused, in-flight records finished, offsets committed, group left, index closed; send it again to exit at once", shutdown_timeout.as_secs_f64());
+                    tracing::info!("{name} received: stopping within {:.1}s (--shutdown-timeout-ms): fetch paused, in-flight records finished, offsets committed, group left, index closed; send it again (a second or more later) to exit at once", shutdown_timeout.as_secs_f64());
                     // Last resort, beyond the budget: every phase but closing the index is cut
                     // short at its deadline.
                     std::thread::spawn(move || {

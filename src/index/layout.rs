@@ -3,7 +3,7 @@
 //! Block families `block0`..`block3` (one per 16-bit block position, most significant first):
 //!   key   = block value (2 bytes, big endian)
 //!   value = the bucket: every unique article whose fingerprint has that block value there, as
-//!           (fingerprint, sequence number) pairs, ascending (see `block_bucket`)
+//!           (fingerprint, sequence number) pairs, in the order they were added (see `block_bucket`)
 //! A candidate lookup is one batched point read of 4 buckets that reads fingerprints straight from
 //! the values; an insert is 4 blind merge operands (no read-modify-write). The article's id is in
 //! `ids`, under the sequence number.
@@ -159,7 +159,7 @@ pub fn band_key(band: u8, key: u64) -> [u8; BAND_KEY_LEN] {
 
 /// The `bands` key (after every bucket's) whose value, 8 bytes BE, is the sequence number below
 /// which every unique article has its band entries in the family (see `recent`). Absent: 0 (a
-/// new index), written with each ingested file and by the upgrade from format 6.
+/// new index), written with each ingested file.
 pub const BANDED_BELOW_KEY: [u8; BAND_KEY_LEN] = [0xff; BAND_KEY_LEN];
 const _: () = assert!(crate::sketch::ALL_BANDS < 0xff);
 

@@ -11,6 +11,7 @@ mod cli_batch;
 mod container;
 mod corrections;
 mod dedup_core;
+mod docs_match_code;
 mod index_equivalence;
 mod kafka_engine;
 mod quality_regression;

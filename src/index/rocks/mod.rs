@@ -3,7 +3,7 @@
 //! mid-write reopens with the families in agreement: RocksDB replays whole batches from the WAL or
 //! none of them; the band entries of recent articles, held in memory (`index::recent`), are put
 //! back from the stored sketches). This file holds the `RocksIndex` handle, its opening (the
-//! identity and format checks, the upgrade from layout 6 and the refusal of an older one, the
+//! identity and format checks (an index of another layout is refused: no in-place upgrade), the
 //! per-family options) and the `ArticleStore` implementation, which hands each call to the file of
 //! its concern: `read` (an article by id, the candidate searches), `write` (every atomic write, the
 //! retention window's removals, the writing out of the recent band entries), `admin` (durability,
