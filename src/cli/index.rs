@@ -67,6 +67,7 @@ pub enum IndexCommand {
     /// Remove articles (a publisher's takedown, a retraction) from every family, atomically; later
     /// copies are then judged against what remains. Stop the service first (the index is locked).
     Delete {
+        /// Index directory to delete from (stop the service first: it is locked)
         #[arg(long)]
         index_dir: PathBuf,
         /// Article ids to remove (repeatable, or several after one --id).
