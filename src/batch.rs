@@ -156,7 +156,9 @@ pub fn prepare_line(
     rules: &ReadRules,
 ) -> Prepared {
     match line.line.take() {
-        Some(Line::Bytes(bytes)) if line.correction => pipeline::prepare_correction(&bytes, rules),
+        Some(Line::Bytes(bytes)) if line.correction => {
+            pipeline::prepare_correction(&bytes, fingerprinter, rules)
+        }
         Some(Line::Bytes(bytes)) => pipeline::prepare(&bytes, fingerprinter, rules),
         Some(Line::TooLong(len)) => Prepared::Invalid(InvalidArticle::new(
             InvalidReason::Oversized,

@@ -8,8 +8,12 @@
 //! The index keeps no article text, so a correction carries the article it corrects (as it was
 //! input): the corrected decision is published as that article's own output record with a
 //! `dedup.correction` member, and the standby and `index rebuild` restore it from there like any
-//! decision. Applying a correction twice changes nothing (it is recognised by its time), and an
-//! older correction of an article than the one applied is refused.
+//! decision. The carried article is trusted for nothing: it is fingerprinted and sketched like an
+//! input, and refused ([`Refusal::NotTheStoredArticle`]) unless its fingerprint, sketch, title,
+//! url and `published_at` are the stored article's, so the record published under an id is the
+//! article the index holds for it, with the stored sketch (which a reader then checks against the
+//! text and finds equal). Applying a correction twice changes nothing (it is recognised by its
+//! time), and an older correction of an article than the one applied is refused.
 
 use crate::dedup::{Decision, Deduper, Verdict};
 use crate::error::IndexError;
@@ -18,6 +22,7 @@ use crate::index::{
     StoredArticle, StoredDecision,
 };
 use crate::simhash::Fingerprint;
+use crate::sketch::Sketch;
 use serde::{Deserialize, Serialize};
 
 /// The limits on `by` and `reason`, in bytes (kept with the stored correction).
@@ -49,6 +54,39 @@ pub struct Correction {
     /// The article as it was input (JSON object text, without `dedup`): the corrected output
     /// record is this plus the corrected `dedup` member.
     pub article: String,
+}
+
+/// The article a correction carries, as the prepare stage read it (fingerprinted and sketched
+/// like an input): what is compared with the article the index holds under its id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarriedArticle {
+    pub fingerprint: Fingerprint,
+    pub sketch: Sketch,
+    /// None when it has no title (or an empty one), as the index stores it.
+    pub title: Option<String>,
+    pub url: Option<String>,
+    /// `published_at` read as a time.
+    pub published_ms: Option<i64>,
+}
+
+impl CarriedArticle {
+    /// The first member in which it is not `stored` (None: it is the stored article, as far as
+    /// the index can tell without its text).
+    pub fn differs_from(&self, stored: &StoredArticle) -> Option<&'static str> {
+        if self.fingerprint != stored.fingerprint {
+            Some("fingerprint")
+        } else if stored.sketch.is_some_and(|s| s != self.sketch) {
+            Some("content sketch")
+        } else if self.title != stored.title {
+            Some("title")
+        } else if self.url != stored.url {
+            Some("url")
+        } else if self.published_ms != stored.published_ms {
+            Some("published_at")
+        } else {
+            None
+        }
+    }
 }
 
 /// Why a correction record cannot be read.
@@ -164,6 +202,12 @@ pub enum Refusal {
         named: Fingerprint,
     },
     #[error(
+        "the article the correction carries is not the one the index holds under {id:?}: its \
+         {differs} differs; a correction can only re-publish the stored article: make it with \
+         `newsdedup correct`, which copies the article from its latest output record"
+    )]
+    NotTheStoredArticle { id: String, differs: &'static str },
+    #[error(
         "a later correction of article {id:?} is already applied (made {applied}); this one \
          (made {at}) would undo it"
     )]
@@ -186,6 +230,7 @@ impl Refusal {
             Refusal::ReleaseOfUnique(_) => "release_of_unique",
             Refusal::AlreadyDuplicate { .. } => "already_duplicate",
             Refusal::OtherVersion { .. } => "other_version",
+            Refusal::NotTheStoredArticle { .. } => "not_the_stored_article",
             Refusal::Superseded { .. } => "superseded",
         }
     }
@@ -205,9 +250,13 @@ fn rfc3339(ms: i64) -> String {
 }
 
 impl<S: ArticleStore> Deduper<S> {
-    /// Applies an editor's correction (see the module documentation). `Ok(Err(_))`: refused, the
-    /// index unchanged.
-    pub fn correct(&mut self, c: &Correction) -> Result<Result<Corrected, Refusal>, IndexError> {
+    /// Applies an editor's correction carrying `carried` (see the module documentation).
+    /// `Ok(Err(_))`: refused, the index unchanged.
+    pub fn correct(
+        &mut self,
+        c: &Correction,
+        carried: &CarriedArticle,
+    ) -> Result<Result<Corrected, Refusal>, IndexError> {
         let at_ms = c.at_ms();
         let Some(stored) = self.store().get(&c.id)? else {
             return Ok(Err(Refusal::UnknownId(c.id.clone())));
@@ -217,6 +266,12 @@ impl<S: ArticleStore> Deduper<S> {
                 id: c.id.clone(),
                 stored: stored.fingerprint,
                 named: c.fingerprint,
+            }));
+        }
+        if let Some(differs) = carried.differs_from(&stored) {
+            return Ok(Err(Refusal::NotTheStoredArticle {
+                id: c.id.clone(),
+                differs,
             }));
         }
         if let Some(applied) = &stored.correction {
@@ -262,11 +317,13 @@ impl<S: ArticleStore> Deduper<S> {
                 };
                 let article = StoredArticle {
                     seq,
-                    decision: StoredDecision::Unique,
-                    matched: None,
-                    indexed_extension: false,
-                    correction: Some(note),
-                    ..stored.clone()
+                    ..stored.with_correction_of(&StoredArticle {
+                        decision: StoredDecision::Unique,
+                        matched: None,
+                        indexed_extension: false,
+                        correction: Some(note),
+                        ..stored.clone()
+                    })
                 };
                 (article, pair)
             }
@@ -283,11 +340,13 @@ impl<S: ArticleStore> Deduper<S> {
                 };
                 let article = StoredArticle {
                     seq,
-                    decision: StoredDecision::Duplicate,
-                    matched: Some(matched),
-                    indexed_extension: false,
-                    correction: Some(note),
-                    ..stored.clone()
+                    ..stored.with_correction_of(&StoredArticle {
+                        decision: StoredDecision::Duplicate,
+                        matched: Some(matched),
+                        indexed_extension: false,
+                        correction: Some(note),
+                        ..stored.clone()
+                    })
                 };
                 (article, pair)
             }
@@ -396,9 +455,9 @@ fn decision_of(a: &StoredArticle) -> Decision {
         event_time_clamped: a.event_time_clamped,
         superseded: false,
         correction: a.correction.clone(),
-        // The record republished is the correction's copy of the article, whose text the stored
-        // sketch need not be of: a reader computes its sketch from that text.
-        sketch: None,
+        // The record republished carries the article checked to be the stored one
+        // (`CarriedArticle::differs_from`): its readers take the sketch stored, as the index has it.
+        sketch: a.sketch,
     }
 }
 

@@ -287,6 +287,20 @@ impl StoredArticle {
         self.indexed_extension && self.decision == StoredDecision::Duplicate
     }
 
+    /// This article as a correction leaves it: the decision, match and note of `corrected`, and
+    /// everything else (dating, sketch, url and title, history) its own. The one rule of what a
+    /// correction changes, for the service that applies it and every index restored from its
+    /// output (whose record of the correction is dated and sketched as the stored article).
+    pub fn with_correction_of(&self, corrected: &StoredArticle) -> StoredArticle {
+        StoredArticle {
+            decision: corrected.decision,
+            matched: corrected.matched.clone(),
+            indexed_extension: corrected.indexed_extension,
+            correction: corrected.correction.clone(),
+            ..self.clone()
+        }
+    }
+
     /// When the latest correction of this article was made (Unix ms; i64::MIN: never corrected).
     pub fn corrected_at(&self) -> i64 {
         self.correction.as_ref().map_or(i64::MIN, |c| c.at_ms)

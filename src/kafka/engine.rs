@@ -80,7 +80,7 @@ impl LocalPreparer {
             ));
         };
         let prepared = if msg.correction {
-            pipeline::prepare_correction(bytes, &self.read_rules)
+            pipeline::prepare_correction(bytes, &self.fingerprinter, &self.read_rules)
         } else {
             pipeline::prepare(bytes, &self.fingerprinter, &self.read_rules)
         };
@@ -93,6 +93,7 @@ impl LocalPreparer {
             Prepared::Correction {
                 correction,
                 open_record,
+                ..
             } => Some((
                 correction.id.as_str(),
                 open_record.len() + crate::output::MAX_CORRECTION_MEMBER_BYTES,

@@ -67,7 +67,7 @@ impl Rig {
     }
 
     fn correct(&mut self, c: &Correction) -> Outcome {
-        let prepared = pipeline::prepare_correction(c.to_json().as_bytes(), &RULES);
+        let prepared = pipeline::prepare_correction(c.to_json().as_bytes(), &self.fp, &RULES);
         pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
     }
 }
@@ -313,7 +313,12 @@ fn every_refusal_says_why_and_changes_nothing() {
         (
             Correction {
                 id: "nobody".into(),
-                article: String::from_utf8(article("nobody", "无", "2025-10-01")).unwrap(),
+                article: String::from_utf8(article(
+                    "nobody",
+                    &common::numbered_report("无人区", 1, 3),
+                    "2025-10-01",
+                ))
+                .unwrap(),
                 ..correction(CorrectionKind::Release, &b, &fp, None, T0)
             },
             "not in the index",
@@ -383,18 +388,154 @@ fn every_refusal_says_why_and_changes_nothing() {
 
 #[test]
 fn a_record_of_the_corrections_topic_that_is_not_a_correction_is_invalid() {
+    let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
     for (raw, why) in [
         (&b"{"[..], "not a correction"),
         (br#"{"kind":"merge","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "needs `into`"),
         (br#"{"kind":"release","id":"a","at":"yesterday","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "RFC 3339"),
         (br#"{"kind":"release","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"z\",\"content\":\"x\"}"}"#, "has id \"z\""),
     ] {
-        match pipeline::prepare_correction(raw, &RULES) {
+        match pipeline::prepare_correction(raw, &fp, &RULES) {
             pipeline::Prepared::Invalid(e) => {
                 assert_eq!(e.reason, InvalidReason::BadCorrection);
                 assert!(e.message.contains(why), "{}", e.message);
             }
             _ => panic!("accepted {}", String::from_utf8_lossy(raw)),
+        }
+    }
+}
+
+/// The output of `c` carrying `article` (JSON text) in place of the article it was made with.
+fn carrying(c: &Correction, article: Value) -> Correction {
+    Correction {
+        article: article.to_string(),
+        ..c.clone()
+    }
+}
+
+#[test]
+fn a_correction_carrying_another_article_than_the_stored_one_is_refused_and_changes_nothing() {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    r.verdict(&b);
+    r.verdict(&a);
+    let release = correction(CorrectionKind::Release, &a, &r.fp, None, T0);
+    let original: Value = serde_json::from_slice(&a).unwrap();
+    let edit = |member: &str, value: Value| {
+        let mut v = original.clone();
+        v[member] = value;
+        carrying(&release, v)
+    };
+    let content = original["content"].as_str().unwrap();
+    let counts = r.deduper.store().counts();
+    let stored = r.deduper.store().get("a").unwrap();
+    for (forged, differs) in [
+        (
+            edit("content", json!(common::numbered_report("伪造区", 500, 20))),
+            "fingerprint differs",
+        ),
+        (edit("title", json!("另一个标题")), "differs"),
+        (
+            edit("url", json!("https://forged.example/a")),
+            "url differs",
+        ),
+        (
+            edit("published_at", json!("2025-10-03T08:00:00Z")),
+            "published_at differs",
+        ),
+        (
+            // One more sentence: the same simhash is not enough, the sketch tells.
+            edit(
+                "content",
+                json!(format!("{content}另据消息，此事已经全部结束。")),
+            ),
+            "differs",
+        ),
+    ] {
+        let message = refusal_of(&mut r, &forged);
+        assert!(
+            message.contains("not the one the index holds") && message.contains(differs),
+            "{message}"
+        );
+    }
+    assert_eq!(r.deduper.store().counts(), counts, "a refusal wrote");
+    assert_eq!(r.deduper.store().get("a").unwrap(), stored);
+    // Applied with the stored article, then the same correction again carrying other text: the
+    // repeat republishes nothing but the stored article, so it is refused too.
+    assert!(matches!(r.correct(&release), Outcome::Decided { .. }));
+    let applied = r.deduper.store().get("a").unwrap();
+    let message = refusal_of(&mut r, &edit("content", json!("假消息：全部内容被替换。")));
+    assert!(message.contains("not the one the index holds"), "{message}");
+    assert_eq!(r.deduper.store().get("a").unwrap(), applied);
+}
+
+#[test]
+fn a_corrected_record_carries_the_stored_sketch_and_restores_dated_as_the_service_dated_it() {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    // A's claimed time is two days after it arrives (NOW): the service clamps it to NOW.
+    let mut future: Value = serde_json::from_slice(&a).unwrap();
+    future["published_at"] = json!(format_rfc3339(NOW as i64 + 2 * 86_400_000));
+    let a = future.to_string().into_bytes();
+    let original = r.decide(&b).record().to_vec();
+    let decided = r.decide(&a).record().to_vec();
+    let live = r.deduper.store().get("a").unwrap().unwrap();
+    assert!(
+        live.event_time_clamped && live.event_ms == NOW as i64,
+        "{live:?}"
+    );
+    let Outcome::Decided {
+        record, decision, ..
+    } = r.correct(&correction(CorrectionKind::Release, &a, &r.fp, None, T0))
+    else {
+        panic!("refused")
+    };
+    assert_eq!(
+        decision.sketch, live.sketch,
+        "the stored sketch is published"
+    );
+    let corrected = r.deduper.store().get("a").unwrap().unwrap();
+    // Restored as the Kafka edge publishes it: a day and a half later, dated with the stored
+    // event time, with the sketch header; over the decided record (a standby) or alone (a
+    // rebuild reading the unique topic first).
+    let at = NOW + 36 * 3_600_000;
+    let restore_corrected = || {
+        restore::restore(
+            &record,
+            decision.sketch.as_ref(),
+            &r.fp,
+            &RULES,
+            at,
+            Some(decision.event_ms),
+            true,
+        )
+        .unwrap()
+        .unwrap()
+    };
+    for over_decided in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut replica =
+            RocksIndex::open(dir.path(), r.fp.identity(), &IndexConfig::default()).unwrap();
+        for rec in [&original, &decided].into_iter().filter(|_| over_decided) {
+            let restored = restore::restore(rec, None, &r.fp, &RULES, NOW, None, true)
+                .unwrap()
+                .unwrap();
+            replica.apply_restored(Some(&restored), None).unwrap();
+        }
+        replica
+            .apply_restored(Some(&restore_corrected()), None)
+            .unwrap();
+        let got = replica.get("a").unwrap().unwrap();
+        let dating = |x: &newsdedup::index::StoredArticle| {
+            (x.event_ms, x.event_time_clamped, x.published_ms, x.sketch)
+        };
+        assert_eq!(
+            dating(&got),
+            dating(&corrected),
+            "over_decided {over_decided}"
+        );
+        if over_decided {
+            assert_eq!(got.first_seen_ms, corrected.first_seen_ms);
         }
     }
 }
