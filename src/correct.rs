@@ -136,6 +136,9 @@ struct Decided {
     fingerprint: Fingerprint,
     match_id: Option<String>,
     event_ms: Option<i64>,
+    /// The time of the correction in effect (`dedup.correction.at`), if one is: what a new
+    /// correction follows.
+    corrected_at: Option<String>,
     /// The record's timestamp (the latest one is the current decision).
     at: i64,
 }
@@ -180,6 +183,7 @@ fn decided_of(rec: &SourceRecord, ids: &[String], rules: &Rules) -> Option<(Stri
             fingerprint: dedup.fingerprint?,
             match_id: dedup.matched.map(|m| m.id.into_owned()),
             event_ms,
+            corrected_at: dedup.correction.map(|c| c.at.into_owned()),
             at,
         },
     ))
@@ -376,6 +380,7 @@ pub fn correct(
         by: req.by.clone(),
         reason: req.reason.clone(),
         at: format_rfc3339(crate::dedup::now_ms() as i64),
+        follows: article.corrected_at.clone(),
         fingerprint: article.fingerprint,
         article: String::from_utf8(input).context("the article's record is not UTF-8")?,
     };
@@ -555,10 +560,11 @@ impl Watcher {
             let Ok(head) = serde_json::from_slice::<Head>(payload) else {
                 continue;
             };
-            let ours = head
-                .dedup
-                .and_then(|d| d.correction)
-                .is_some_and(|c| c.at == correction.at && c.kind == correction.kind);
+            // Identified by when the editor made it (`made_at`; records of earlier services
+            // have only `at`).
+            let ours = head.dedup.and_then(|d| d.correction).is_some_and(|c| {
+                c.made_at.as_ref().unwrap_or(&c.at) == &correction.at && c.kind == correction.kind
+            });
             if ours {
                 return Ok(Some(Outcome::Applied {
                     topic: m.topic().to_owned(),

@@ -12,8 +12,15 @@
 //! input, and refused ([`Refusal::NotTheStoredArticle`]) unless its fingerprint, sketch, title,
 //! url and `published_at` are the stored article's, so the record published under an id is the
 //! article the index holds for it, with the stored sketch (which a reader then checks against the
-//! text and finds equal). Applying a correction twice changes nothing (it is recognised by its
-//! time), and an older correction of an article than the one applied is refused.
+//! text and finds equal).
+//!
+//! Corrections take effect in the order the service reads them, never by the times editors'
+//! clocks wrote: each names the correction in effect it was made after ([`Correction::follows`])
+//! and applies only on top of it, and the service stamps the time it applies one
+//! ([`CorrectionNote::at_ms`], later than every earlier correction of the article and of its
+//! pair), which is what replicas order corrections by. The same correction read again (its
+//! `at` and kind) changes nothing and only publishes the stored article again; an older one sent
+//! again after a later one was applied is refused.
 
 use crate::dedup::{Decision, Deduper, Verdict};
 use crate::error::IndexError;
@@ -46,8 +53,17 @@ pub struct Correction {
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// When (RFC 3339): identifies the correction and orders the corrections of one article.
+    /// When the editor made it (RFC 3339): with `kind`, identifies the correction (read again,
+    /// it changes nothing). It orders nothing: the service stamps the time it applies a
+    /// correction, so an editor's clock (skewed, or a year ahead) cannot reorder or freeze an
+    /// article's corrections.
     pub at: String,
+    /// The time (`dedup.correction.at`) of the correction in effect on the article when this one
+    /// was made, from its latest output record; absent when none was. A correction applies only
+    /// on top of that one: corrections take effect in the topic's order, and an older one sent
+    /// again after a later one was applied is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follows: Option<String>,
     /// The version of the article corrected (its `dedup.fingerprint`): a correction of a version
     /// the index no longer holds is refused.
     pub fingerprint: Fingerprint,
@@ -129,12 +145,22 @@ impl Correction {
         if crate::time::parse_time(&self.at).is_none() {
             return bad(format!("`at` {:?} is not an RFC 3339 time", self.at));
         }
+        if let Some(follows) = &self.follows {
+            if crate::time::parse_time(follows).is_none() {
+                return bad(format!("`follows` {follows:?} is not an RFC 3339 time"));
+            }
+        }
         Ok(())
     }
 
     /// When it was made (Unix ms).
     pub fn at_ms(&self) -> i64 {
         crate::time::parse_time(&self.at).unwrap_or(i64::MIN)
+    }
+
+    /// When the correction it follows was applied (Unix ms; None: it follows none).
+    pub fn follows_ms(&self) -> Option<i64> {
+        self.follows.as_deref().and_then(crate::time::parse_time)
     }
 
     /// The correction as one JSON line (no newline).
@@ -208,13 +234,14 @@ pub enum Refusal {
     )]
     NotTheStoredArticle { id: String, differs: &'static str },
     #[error(
-        "a later correction of article {id:?} is already applied (made {applied}); this one \
-         (made {at}) would undo it"
+        "a later correction of article {id:?} is already applied (applied {applied}) than the \
+         one this correction was made after ({follows}): it would undo it; look at the \
+         article's latest decision and correct that"
     )]
     Superseded {
         id: String,
         applied: String,
-        at: String,
+        follows: String,
     },
 }
 
@@ -256,8 +283,9 @@ impl<S: ArticleStore> Deduper<S> {
         &mut self,
         c: &Correction,
         carried: &CarriedArticle,
+        now_ms: u64,
     ) -> Result<Result<Corrected, Refusal>, IndexError> {
-        let at_ms = c.at_ms();
+        let made_ms = c.at_ms();
         let Some(stored) = self.store().get(&c.id)? else {
             return Ok(Err(Refusal::UnknownId(c.id.clone())));
         };
@@ -275,28 +303,38 @@ impl<S: ArticleStore> Deduper<S> {
             }));
         }
         if let Some(applied) = &stored.correction {
-            if applied.at_ms == at_ms && applied.kind == c.kind {
+            // The one applied, read again (a restart, a re-sent record): its output is made
+            // again from the stored article, nothing changes. (Notes written before `made_ms`
+            // was kept hold the editor's time as `at_ms`.)
+            if applied.made_ms.unwrap_or(applied.at_ms) == made_ms && applied.kind == c.kind {
                 return Ok(Ok(Corrected {
                     decision: decision_of(&stored),
                     changed: false,
                 }));
             }
-            if applied.at_ms > at_ms {
-                return Ok(Err(Refusal::Superseded {
-                    id: c.id.clone(),
-                    applied: rfc3339(applied.at_ms),
-                    at: c.at.clone(),
-                }));
-            }
+        }
+        let in_effect = stored.correction.as_ref().map(|a| a.at_ms);
+        if in_effect != c.follows_ms() {
+            return Ok(Err(Refusal::Superseded {
+                id: c.id.clone(),
+                applied: in_effect.map_or_else(|| "never".to_owned(), rfc3339),
+                follows: c.follows_ms().map_or_else(|| "none".to_owned(), rfc3339),
+            }));
         }
         if let Some(refusal) = self.outside_retention(&c.id, &stored) {
             return Ok(Err(refusal));
         }
+        let other = match c.kind {
+            CorrectionKind::Release => stored.matched.as_ref().map(|m| m.id.as_str()),
+            CorrectionKind::Merge => c.into.as_deref(),
+        };
+        let at_ms = self.stamp(&c.id, &stored, other, now_ms)?;
         let note = CorrectionNote {
             kind: c.kind,
             by: c.by.clone(),
             reason: c.reason.clone(),
             at_ms,
+            made_ms: Some(made_ms),
             previous_decision: stored.decision,
             previous_match: stored.matched.clone(),
         };
@@ -357,6 +395,29 @@ impl<S: ArticleStore> Deduper<S> {
             decision: decision_of(&article),
             changed: true,
         }))
+    }
+
+    /// The time a correction of `id` (stored as `stored`, paired with `other`) applied now is
+    /// stamped with: the service's clock, but later than the correction in effect on the article
+    /// and on the pair, so that the stamps order them as they were applied (what a replica
+    /// reading the output, in any interleaving of the topics, orders them by) whatever the
+    /// clocks of editors, or of the instance that applied the earlier ones.
+    fn stamp(
+        &self,
+        id: &str,
+        stored: &StoredArticle,
+        other: Option<&str>,
+        now_ms: u64,
+    ) -> Result<i64, IndexError> {
+        let mut at_ms = i64::try_from(now_ms)
+            .unwrap_or(i64::MAX)
+            .max(stored.corrected_at().saturating_add(1));
+        if let Some(other) = other {
+            if let Some(pair_ms) = self.store().pair_changed_at(id, other)? {
+                at_ms = at_ms.max(pair_ms.saturating_add(1));
+            }
+        }
+        Ok(at_ms)
     }
 
     /// The refusal of an article older than the retention window, if it is.

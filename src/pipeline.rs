@@ -306,7 +306,7 @@ pub fn decide<S: ArticleStore>(
             correction,
             carried,
             open_record,
-        } => Ok(match deduper.correct(&correction, &carried)? {
+        } => Ok(match deduper.correct(&correction, &carried, now_ms)? {
             Ok(corrected) => {
                 let decision = Decision {
                     replayed: !corrected.changed,

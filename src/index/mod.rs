@@ -406,8 +406,15 @@ pub struct CorrectionNote {
     pub by: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// When the editor made it (Unix ms): orders the corrections of one article.
+    /// When the service applied it (Unix ms; written before: when the editor made it): orders
+    /// the corrections of one article and of one pair, later than every one applied before it
+    /// (see `correction`).
     pub at_ms: i64,
+    /// When the editor made it (the correction's own `at`, Unix ms): with its kind, identifies
+    /// the correction, so that the same one read again changes nothing. None in notes written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_ms: Option<i64>,
     /// The decision it corrected.
     pub previous_decision: StoredDecision,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -548,6 +555,10 @@ pub trait ArticleStore {
     /// direction. Empty for nearly every id.
     fn separated(&self, _id: &str) -> Vec<String> {
         Vec::new()
+    }
+    /// When the latest correction of the pair (`id`, `other`) was applied (Unix ms), if one was.
+    fn pair_changed_at(&self, _id: &str, _other: &str) -> Result<Option<i64>, IndexError> {
+        Ok(None)
     }
     /// An editor's correction: replaces `previous` (the stored version of `id`) by `article`
     /// (searchable as [`StoredArticle::searchable`] says) and applies `pair`, in one atomic

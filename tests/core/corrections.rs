@@ -66,6 +66,18 @@ impl Rig {
         }
     }
 
+    /// `c` made after the correction in effect on its article, as `newsdedup correct` makes it.
+    fn after_latest(&self, c: Correction) -> Correction {
+        let follows = self
+            .deduper
+            .store()
+            .get(&c.id)
+            .unwrap()
+            .and_then(|a| a.correction)
+            .map(|n| format_rfc3339(n.at_ms));
+        Correction { follows, ..c }
+    }
+
     fn correct(&mut self, c: &Correction) -> Outcome {
         let prepared = pipeline::prepare_correction(c.to_json().as_bytes(), &self.fp, &RULES);
         pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
@@ -96,6 +108,7 @@ fn correction(
         by: Some("editor".into()),
         reason: Some("read both".into()),
         at: format_rfc3339(at_ms),
+        follows: None,
         fingerprint: fp.fingerprint("", content).unwrap().fingerprint,
         article: String::from_utf8(raw.to_vec()).unwrap(),
     }
@@ -540,6 +553,84 @@ fn a_corrected_record_carries_the_stored_sketch_and_restores_dated_as_the_servic
     }
 }
 
+#[test]
+fn corrections_take_effect_in_the_order_read_whatever_the_editors_clocks_and_a_replay_changes_nothing(
+) {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    let mut outputs = vec![
+        r.decide(&b).record().to_vec(),
+        r.decide(&a).record().to_vec(),
+    ];
+    // An editor whose clock says 9999 releases A; another, a year behind the service, merges it
+    // back after seeing the release.
+    let far_future = 253_402_300_000_000; // 9999-12-31
+    let release = correction(CorrectionKind::Release, &a, &r.fp, None, far_future);
+    let Outcome::Decided { record, .. } = r.correct(&release) else {
+        panic!("the far-future release was refused")
+    };
+    outputs.push(record.clone());
+    let out: Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!(out["dedup"]["correction"]["at"], format_rfc3339(NOW as i64));
+    assert_eq!(
+        out["dedup"]["correction"]["made_at"],
+        format_rfc3339(far_future)
+    );
+    let a_year_behind = NOW as i64 - 365 * 86_400_000;
+    let merge = r.after_latest(correction(
+        CorrectionKind::Merge,
+        &a,
+        &r.fp,
+        Some("b"),
+        a_year_behind,
+    ));
+    let Outcome::Decided {
+        record, decision, ..
+    } = r.correct(&merge)
+    else {
+        panic!("the later merge was refused")
+    };
+    outputs.push(record.clone());
+    assert_eq!(linked_to(&decision.verdict), Some("b"));
+    let stored = r.deduper.store().get("a").unwrap().unwrap();
+    let note = stored.correction.clone().unwrap();
+    assert_eq!(
+        (note.at_ms, note.made_ms),
+        (NOW as i64 + 1, Some(a_year_behind)),
+        "stamped after the release"
+    );
+    // Read again: the merge republishes the stored article and changes nothing; the release,
+    // sent again after the merge, is refused and changes nothing.
+    let Outcome::Decided {
+        record: again,
+        decision,
+        ..
+    } = r.correct(&merge)
+    else {
+        panic!("the merge read again was refused")
+    };
+    assert!(decision.replayed);
+    assert_eq!(again, record);
+    let message = refusal_of(&mut r, &release);
+    assert!(message.contains("later correction"), "{message}");
+    assert_eq!(r.deduper.store().get("a").unwrap().unwrap(), stored);
+    assert_eq!(r.deduper.store().separated("a"), Vec::<String>::new());
+    // A rebuild from the output records ends in the same state, in any order of the topics.
+    let ids = ["a", "b"];
+    for order in [outputs.clone(), outputs.iter().rev().cloned().collect()] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rebuilt =
+            RocksIndex::open(dir.path(), r.fp.identity(), &IndexConfig::default()).unwrap();
+        for rec in &order {
+            let restored = restore::restore(rec, None, &r.fp, &RULES, NOW, None, true)
+                .unwrap()
+                .unwrap();
+            rebuilt.apply_restored(Some(&restored), None).unwrap();
+        }
+        assert_eq!(state(&rebuilt, &ids), state(r.deduper.store(), &ids));
+    }
+}
+
 /// The state of an index that decisions depend on, comparable across indexes.
 fn state(index: &RocksIndex, ids: &[&str]) -> Vec<String> {
     ids.iter()
@@ -578,7 +669,7 @@ fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
         correction(CorrectionKind::Merge, &a, &r.fp, Some("b"), T0 + 2),
         correction(CorrectionKind::Release, &a, &r.fp, None, T0 + 3),
     ] {
-        let out = r.correct(&corr);
+        let out = r.correct(&r.after_latest(corr.clone()));
         assert!(
             matches!(out, Outcome::Decided { .. }),
             "{corr:?} refused: {out:?}"
