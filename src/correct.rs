@@ -16,6 +16,7 @@ use crate::kafka::follow::Follower;
 use crate::kafka::record::{H_ERROR_MESSAGE, H_ERROR_REASON};
 use crate::output::{self, DedupMember};
 use crate::restore::SourceRecord;
+use crate::signing::SigningKey;
 use crate::simhash::Fingerprint;
 use crate::time::{format_rfc3339, TimeSpan, UtcOffset};
 use anyhow::{bail, Context, Result};
@@ -55,6 +56,8 @@ pub struct Request {
     pub into: Option<String>,
     pub by: Option<String>,
     pub reason: Option<String>,
+    /// The key the correction is signed with, if any (`signing`).
+    pub signing_key: Option<SigningKey>,
 }
 
 /// The output topics, as the service writes them.
@@ -381,8 +384,14 @@ pub fn correct(
         reason: req.reason.clone(),
         at: format_rfc3339(crate::dedup::now_ms() as i64),
         follows: article.corrected_at.clone(),
+        key_id: None,
+        signature: None,
         fingerprint: article.fingerprint,
         article: String::from_utf8(input).context("the article's record is not UTF-8")?,
+    };
+    let correction = match &req.signing_key {
+        Some(key) => key.sign(&correction),
+        None => correction,
     };
     let line = correction.to_json();
     // What the service will check again: refuse here what it would refuse anyway.

@@ -50,6 +50,9 @@ pub struct Correction {
     /// Who made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The id of the key it is signed with (`signing`), when it is signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -70,6 +73,10 @@ pub struct Correction {
     /// The article as it was input (JSON object text, without `dedup`): the corrected output
     /// record is this plus the corrected `dedup` member.
     pub article: String,
+    /// HMAC-SHA256 (hex) of [`Correction::canonical`] under the key `key_id`
+    /// (`signing::SigningKey::sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// The article a correction carries, as the prepare stage read it (fingerprinted and sketched
@@ -83,6 +90,9 @@ pub struct CarriedArticle {
     pub url: Option<String>,
     /// `published_at` read as a time.
     pub published_ms: Option<i64>,
+    /// The id of the key whose signature of the correction was verified (`signing`); None when
+    /// no key is configured.
+    pub signed_with: Option<String>,
 }
 
 impl CarriedArticle {
@@ -167,6 +177,17 @@ impl Correction {
     pub fn to_json(&self) -> String {
         // Plain strings and enums: serializing cannot fail.
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// What a signature covers: the correction as this program writes it (members in their
+    /// order, absent ones left out, minimal escapes), without `signature`; the same whatever
+    /// encoding of it a record holds.
+    pub fn canonical(&self) -> String {
+        Correction {
+            signature: None,
+            ..self.clone()
+        }
+        .to_json()
     }
 }
 
@@ -332,6 +353,7 @@ impl<S: ArticleStore> Deduper<S> {
         let note = CorrectionNote {
             kind: c.kind,
             by: c.by.clone(),
+            key_id: carried.signed_with.clone(),
             reason: c.reason.clone(),
             at_ms,
             made_ms: Some(made_ms),

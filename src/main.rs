@@ -18,6 +18,7 @@ use newsdedup::lines::Line;
 use newsdedup::replica::{self, TopicSource};
 use newsdedup::runner;
 use newsdedup::settings::{self, IndexDirArg, MetricsAddrArg, ReplayArgs, RunArgs};
+use newsdedup::signing::{SigningKey, SigningKeys};
 use newsdedup::time::TimeSpan;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -281,6 +282,18 @@ struct CorrectArgs {
     /// file's [service.kafka] and NEWSDEDUP_KAFKA_* variables.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     properties: Vec<String>,
+    /// Sign the correction with this key of [corrections] keys (with --key-file: the key in
+    /// that file, under this id) [default: [corrections] sign_with; none: unsigned]
+    #[arg(long, env = "NEWSDEDUP_CORRECTION_KEY_ID", value_name = "ID")]
+    key_id: Option<String>,
+    /// The secret of the --key-id key, read from this file (at least 32 bytes).
+    #[arg(
+        long,
+        env = "NEWSDEDUP_CORRECTION_KEY_FILE",
+        value_name = "FILE",
+        requires = "key_id"
+    )]
+    key_file: Option<PathBuf>,
     #[command(flatten)]
     common: CommonOpts,
 }
@@ -495,6 +508,8 @@ fn dispatch(
                 published_at_offset: components.published_at_offset,
                 progress_every: (!quiet).then_some(Duration::from_secs(5)),
                 process_start: started,
+                correction_keys: SigningKeys::load(&components.corrections)
+                    .context("invalid [corrections] keys")?,
             };
             cmd_batch(
                 &input,
@@ -763,6 +778,25 @@ fn cmd_batch(
     Ok(())
 }
 
+/// The key `correct` signs with: --key-id (its secret from --key-file, else from [corrections]
+/// keys), else [corrections] sign_with.
+fn signing_key(
+    a: &CorrectArgs,
+    config: &newsdedup::config::CorrectionsConfig,
+) -> Result<Option<SigningKey>> {
+    let Some(id) = a.key_id.as_ref().or(config.sign_with.as_ref()) else {
+        return Ok(None);
+    };
+    let key = match &a.key_file {
+        Some(path) => SigningKey::read(id, path)?,
+        None => SigningKeys::load(config)
+            .context("invalid [corrections] keys")?
+            .get(id)?
+            .clone(),
+    };
+    Ok(Some(key))
+}
+
 fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Result<()> {
     let (config, components) = resolve(&a.common, Overrides::default())?;
     let service = &config.service;
@@ -811,6 +845,7 @@ fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
         into,
         by: a.by.clone().or_else(|| std::env::var("USER").ok()),
         reason: a.reason.clone(),
+        signing_key: signing_key(&a, &components.corrections)?,
     };
     let rules = correct::Rules {
         retention: a.retention.or(components.index.retention),
@@ -829,6 +864,9 @@ fn cmd_correct(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
     if let Some(c) = &correction {
         report["into"] = json!(c.into);
         report["by"] = json!(c.by);
+        if let Some(key_id) = &c.key_id {
+            report["key_id"] = json!(key_id);
+        }
         report["reason"] = json!(c.reason);
         report["at"] = json!(c.at);
     }

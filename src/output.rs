@@ -101,6 +101,9 @@ pub struct CorrectionMember<'a> {
     pub kind: CorrectionKind,
     #[serde(borrow, default)]
     pub by: Option<Cow<'a, str>>,
+    /// The id of the key the correction was signed with, when the service checks signatures.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub reason: Option<Cow<'a, str>>,
     /// When the service applied it (RFC 3339 UTC; in records written before `made_at`: when the
@@ -133,6 +136,7 @@ impl<'a> CorrectionMember<'a> {
         CorrectionMember {
             kind: note.kind,
             by: note.by.as_deref().map(Cow::Borrowed),
+            key_id: note.key_id.as_deref().map(Cow::Borrowed),
             reason: note.reason.as_deref().map(Cow::Borrowed),
             at: Cow::Owned(crate::time::format_rfc3339(note.at_ms)),
             made_at: note
@@ -153,6 +157,7 @@ impl<'a> CorrectionMember<'a> {
         Some(CorrectionNote {
             kind: self.kind,
             by: self.by.as_deref().map(str::to_owned),
+            key_id: self.key_id.as_deref().map(str::to_owned),
             reason: self.reason.as_deref().map(str::to_owned),
             at_ms: crate::time::parse_time(&self.at)?,
             made_ms: match &self.made_at {

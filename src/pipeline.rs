@@ -15,6 +15,7 @@ use crate::index::{
 };
 use crate::output;
 use crate::runner::Stage;
+use crate::signing::SigningKeys;
 use crate::simhash::Fingerprint;
 use crate::topic::Outline;
 use std::sync::{Arc, Mutex};
@@ -106,11 +107,13 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
 
 /// Reads a correction record (`correction::Correction`) and the article it carries: its output
 /// record so far, as [`prepare`] renders an article's, and its fingerprint and sketch, which the
-/// decision compares with the stored article's (`correction::CarriedArticle`).
+/// decision compares with the stored article's (`correction::CarriedArticle`). With `keys`, a
+/// correction not signed with one of them is refused (`signing`) before anything else is read.
 pub fn prepare_correction(
     raw: &[u8],
     fingerprinter: &Fingerprinter,
     rules: &ReadRules,
+    keys: &SigningKeys,
 ) -> Prepared {
     let refuse = |message: String, id: Option<String>| {
         Prepared::Invalid(InvalidArticle {
@@ -124,6 +127,16 @@ pub fn prepare_correction(
         Err(e) => return refuse(e.to_string(), None),
     };
     let id = Some(correction.id.clone());
+    let signed_with = match keys.verify(&correction) {
+        Ok(signed_with) => signed_with,
+        Err(e) => {
+            return Prepared::Invalid(InvalidArticle {
+                reason: InvalidReason::UnsignedCorrection,
+                message: format!("correction refused: {e}"),
+                id,
+            })
+        }
+    };
     let article = match Article::parse(correction.article.as_bytes(), rules.max_bytes) {
         Ok(a) => a,
         Err(e) => return refuse(format!("its `article` is not a valid article: {e}"), id),
@@ -158,6 +171,7 @@ pub fn prepare_correction(
         title: (!title.is_empty()).then(|| title.to_owned()),
         url: article.url().map(str::to_owned),
         published_ms: article.published_ms(rules.published_at_offset),
+        signed_with,
     };
     Prepared::Correction {
         correction,

@@ -404,6 +404,9 @@ pub struct CorrectionNote {
     pub kind: CorrectionKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The id of the key its signature was verified with, when the service checks signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// When the service applied it (Unix ms; written before: when the editor made it): orders

@@ -12,6 +12,7 @@ use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::{ArticleStore, CorrectionKind, MatchRule, RocksIndex};
 use newsdedup::pipeline::{self, Outcome};
 use newsdedup::restore::{self, RestoreTarget};
+use newsdedup::signing::SigningKeys;
 use newsdedup::time::{format_rfc3339, TimeSpan, UtcOffset};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -79,7 +80,12 @@ impl Rig {
     }
 
     fn correct(&mut self, c: &Correction) -> Outcome {
-        let prepared = pipeline::prepare_correction(c.to_json().as_bytes(), &self.fp, &RULES);
+        let prepared = pipeline::prepare_correction(
+            c.to_json().as_bytes(),
+            &self.fp,
+            &RULES,
+            &SigningKeys::default(),
+        );
         pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
     }
 }
@@ -109,6 +115,8 @@ fn correction(
         reason: Some("read both".into()),
         at: format_rfc3339(at_ms),
         follows: None,
+        key_id: None,
+        signature: None,
         fingerprint: fp.fingerprint("", content).unwrap().fingerprint,
         article: String::from_utf8(raw.to_vec()).unwrap(),
     }
@@ -408,7 +416,7 @@ fn a_record_of_the_corrections_topic_that_is_not_a_correction_is_invalid() {
         (br#"{"kind":"release","id":"a","at":"yesterday","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "RFC 3339"),
         (br#"{"kind":"release","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"z\",\"content\":\"x\"}"}"#, "has id \"z\""),
     ] {
-        match pipeline::prepare_correction(raw, &fp, &RULES) {
+        match pipeline::prepare_correction(raw, &fp, &RULES, &SigningKeys::default()) {
             pipeline::Prepared::Invalid(e) => {
                 assert_eq!(e.reason, InvalidReason::BadCorrection);
                 assert!(e.message.contains(why), "{}", e.message);
@@ -873,4 +881,110 @@ fn the_command_line_writes_corrections_and_batch_applies_them() {
     let copied = d.join("copied.jsonl");
     batch(&copy, None, &copied);
     assert_eq!(lines(&copied)[0]["dedup"]["match"]["id"], "a");
+}
+
+#[test]
+fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (b, a, _) = false_pair();
+    let input = d.join("in.jsonl");
+    std::fs::write(
+        &input,
+        [&b, &a]
+            .iter()
+            .map(|r| String::from_utf8(r.to_vec()).unwrap() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    // Two keys accepted (a rotation); a third the service does not know.
+    for (name, byte) in [("k-old", b'o'), ("k-new", b'n'), ("k-stranger", b's')] {
+        std::fs::write(d.join(name), [byte; 40]).unwrap();
+    }
+    let config = d.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[corrections]\nkeys = [{{ id = \"k-old\", file = {:?} }}, {{ id = \"k-new\", file = {:?} }}]\n",
+            d.join("k-old"),
+            d.join("k-new")
+        ),
+    )
+    .unwrap();
+    let out = d.join("out.jsonl");
+    let index = d.join("index");
+    let batch = |corrections: Option<&Path>, output: &Path| {
+        let mut cmd = bin();
+        cmd.args(["batch", "--quiet", "--config"])
+            .arg(&config)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(output)
+            .arg("--index-dir")
+            .arg(&index);
+        if let Some(c) = corrections {
+            cmd.arg("--corrections").arg(c);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    batch(None, &out);
+    assert_eq!(lines(&out)[1]["dedup"]["match"]["id"], "b");
+    // Release A: unsigned, signed by a stranger, signed then altered, then signed with the
+    // new key (the only one applied).
+    let write = |name: &str, key: Option<(&str, &str)>| {
+        let path = d.join(name);
+        let mut cmd = bin();
+        cmd.args(["correct", "release", "--id", "a", "--by", "ed", "--records"])
+            .arg(&out)
+            .arg("--write")
+            .arg(&path);
+        if let Some((id, file)) = key {
+            cmd.args(["--key-id", id, "--key-file"]).arg(d.join(file));
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&path).unwrap()
+    };
+    let unsigned = write("unsigned.jsonl", None);
+    let stranger = write("stranger.jsonl", Some(("k-stranger", "k-stranger")));
+    let signed = write("signed.jsonl", Some(("k-new", "k-new")));
+    let mut altered: Value = serde_json::from_str(signed.trim()).unwrap();
+    altered["by"] = json!("someone else");
+    assert_eq!(
+        serde_json::from_str::<Value>(signed.trim()).unwrap()["key_id"],
+        "k-new"
+    );
+    let all = d.join("all.jsonl");
+    std::fs::write(&all, format!("{unsigned}{stranger}{altered}\n{signed}")).unwrap();
+    let applied = d.join("applied.jsonl");
+    batch(Some(&all), &applied);
+    let rec = lines(&applied);
+    // The two articles replayed, then one line per correction.
+    assert_eq!(rec.len(), 6, "{rec:?}");
+    for (r, why) in rec[2..5].iter().zip([
+        "not signed",
+        "not one of [corrections] keys",
+        "does not match",
+    ]) {
+        let error = r["dedup"]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("unsigned_correction:") && error.contains(why),
+            "{r}"
+        );
+    }
+    let corrected = &rec[5];
+    assert_eq!(corrected["dedup"]["decision"], "unique", "{corrected}");
+    assert_eq!(corrected["dedup"]["correction"]["by"], "ed");
+    assert_eq!(corrected["dedup"]["correction"]["key_id"], "k-new");
+    assert!(
+        crate::cli_batch::schema_violations("output.schema.json", &[corrected.to_string()])
+            .is_empty()
+    );
+    assert!(crate::cli_batch::schema_violations(
+        "correction.schema.json",
+        &[signed.trim().to_owned()]
+    )
+    .is_empty());
 }
