@@ -390,7 +390,7 @@ pub fn correct(
         article: String::from_utf8(input).context("the article's record is not UTF-8")?,
     };
     let correction = match &req.signing_key {
-        Some(key) => key.sign(&correction),
+        Some(key) => correction.signed(key),
         None => correction,
     };
     let line = correction.to_json();

@@ -127,7 +127,7 @@ pub fn prepare_correction(
         Err(e) => return refuse(e.to_string(), None),
     };
     let id = Some(correction.id.clone());
-    let signed_with = match keys.verify(&correction) {
+    let signed_with = match correction.verify(keys) {
         Ok(signed_with) => signed_with,
         Err(e) => {
             return Prepared::Invalid(InvalidArticle {

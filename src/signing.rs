@@ -1,12 +1,12 @@
 //! Signed corrections: only an allowed producer's correction applies. A correction is signed
-//! with HMAC-SHA256 over its canonical JSON ([`Correction::canonical`]: the record as this
-//! program writes it, without `signature`, so a record re-encoded on the way is still verified)
-//! under one of the keys of `[corrections] keys`, and names the key (`key_id`, itself signed).
+//! with HMAC-SHA256 over its canonical JSON (`correction::Correction::canonical`: the record as
+//! this program writes it, without `signature`, so a record re-encoded on the way is still
+//! verified) under one of the keys of `[corrections] keys`, and names the key (`key_id`, itself
+//! signed). This module knows keys and tags only, not what they sign.
 //! Several keys are accepted at once, so a key is rotated by adding the new one, moving the
 //! editors' `correct` to it, then removing the old one. With no key configured, nothing is
 //! checked (as before signatures existed).
 
-use crate::correction::Correction;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
@@ -104,16 +104,9 @@ impl SigningKey {
         mac
     }
 
-    /// `c` signed: `key_id` set to this key's, `signature` to the HMAC of the rest.
-    pub fn sign(&self, c: &Correction) -> Correction {
-        let mut signed = Correction {
-            key_id: Some(self.id.clone()),
-            signature: None,
-            ..c.clone()
-        };
-        let tag = self.mac(&signed.canonical()).finalize().into_bytes();
-        signed.signature = Some(hex(&tag));
-        signed
+    /// The signature (hex HMAC-SHA256) of `canonical`.
+    pub fn sign(&self, canonical: &str) -> String {
+        hex(&self.mac(canonical).finalize().into_bytes())
     }
 }
 
@@ -192,100 +185,74 @@ impl SigningKeys {
         self.keys.keys().cloned().collect::<Vec<_>>().join(", ")
     }
 
-    /// Whether `c` may apply: always with no key; otherwise only signed by one of them. Ok(Some
-    /// id): verified with that key.
-    pub fn verify(&self, c: &Correction) -> Result<Option<String>, SignatureError> {
+    /// Whether a record naming key `key_id`, with `signature` over `canonical`, may apply:
+    /// always with no key; otherwise only signed by one of them. Ok(Some(id)): verified with
+    /// that key.
+    pub fn verify(
+        &self,
+        key_id: Option<&str>,
+        signature: Option<&str>,
+        canonical: &str,
+    ) -> Result<Option<String>, SignatureError> {
         if self.keys.is_empty() {
             return Ok(None);
         }
-        let (Some(id), Some(signature)) = (&c.key_id, &c.signature) else {
+        let (Some(id), Some(signature)) = (key_id, signature) else {
             return Err(SignatureError::Missing(self.ids()));
         };
         let key = self
             .keys
             .get(id)
-            .ok_or_else(|| SignatureError::UnknownKey(id.clone(), self.ids()))?;
-        let tag = unhex(signature).ok_or_else(|| SignatureError::Wrong(id.clone()))?;
-        let unsigned = Correction {
-            signature: None,
-            ..c.clone()
-        };
+            .ok_or_else(|| SignatureError::UnknownKey(id.to_owned(), self.ids()))?;
+        let tag = unhex(signature).ok_or_else(|| SignatureError::Wrong(id.to_owned()))?;
         // Constant-time comparison (hmac's `verify_slice`).
-        key.mac(&unsigned.canonical())
+        key.mac(canonical)
             .verify_slice(&tag)
-            .map_err(|_| SignatureError::Wrong(id.clone()))?;
-        Ok(Some(id.clone()))
+            .map_err(|_| SignatureError::Wrong(id.to_owned()))?;
+        Ok(Some(id.to_owned()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::CorrectionKind;
-    use crate::simhash::Fingerprint;
-
-    fn correction() -> Correction {
-        Correction {
-            kind: CorrectionKind::Release,
-            id: "a".into(),
-            into: None,
-            by: Some("ed".into()),
-            key_id: None,
-            reason: None,
-            at: "2026-01-01T00:00:00Z".into(),
-            follows: None,
-            fingerprint: Fingerprint(1),
-            article: r#"{"id":"a","content":"x"}"#.into(),
-            signature: None,
-        }
-    }
 
     #[test]
-    fn a_signed_correction_verifies_under_any_configured_key_and_nothing_else_does() {
+    fn a_signature_verifies_under_any_configured_key_and_nothing_else_does() {
         let old = SigningKey::new("old", &[1; 32]).unwrap();
         let new = SigningKey::new("new", &[2; 32]).unwrap();
         let keys = SigningKeys::from_keys([old.clone(), new.clone()]);
+        let text = r#"{"kind":"release","id":"a"}"#;
         for key in [&old, &new] {
-            let signed = key.sign(&correction());
-            assert_eq!(keys.verify(&signed), Ok(Some(key.id.clone())));
-            // Re-encoded on the way (members reordered): still the same canonical JSON.
-            let value: serde_json::Value = serde_json::from_str(&signed.to_json()).unwrap();
-            let reparsed = Correction::parse(value.to_string().as_bytes()).unwrap();
-            assert_eq!(keys.verify(&reparsed), Ok(Some(key.id.clone())));
+            let tag = key.sign(text);
+            assert_eq!(tag.len(), 64);
+            assert_eq!(
+                keys.verify(Some(&key.id), Some(&tag), text),
+                Ok(Some(key.id.clone()))
+            );
         }
-        let signed = new.sign(&correction());
-        let altered = Correction {
-            by: Some("someone else".into()),
-            ..signed.clone()
-        };
-        assert!(matches!(
-            keys.verify(&altered),
-            Err(SignatureError::Wrong(_))
-        ));
-        let renamed = Correction {
-            key_id: Some("old".into()),
-            ..signed.clone()
-        };
-        assert!(matches!(
-            keys.verify(&renamed),
-            Err(SignatureError::Wrong(_))
-        ));
+        let tag = new.sign(text);
+        let wrong = |r| matches!(r, Err(SignatureError::Wrong(_)));
+        assert!(wrong(keys.verify(Some("new"), Some(&tag), "{}")));
+        assert!(wrong(keys.verify(Some("old"), Some(&tag), text)));
+        assert!(wrong(keys.verify(Some("new"), Some("zz"), text)));
         let stranger = SigningKey::new("stranger", &[3; 32]).unwrap();
         assert!(matches!(
-            keys.verify(&stranger.sign(&correction())),
+            keys.verify(Some("stranger"), Some(&stranger.sign(text)), text),
             Err(SignatureError::UnknownKey(..))
         ));
-        let forged_secret = SigningKey::new("new", &[9; 32]).unwrap();
+        let same_id_other_secret = SigningKey::new("new", &[9; 32]).unwrap();
+        assert!(wrong(keys.verify(
+            Some("new"),
+            Some(&same_id_other_secret.sign(text)),
+            text
+        )));
         assert!(matches!(
-            keys.verify(&forged_secret.sign(&correction())),
-            Err(SignatureError::Wrong(_))
-        ));
-        assert!(matches!(
-            keys.verify(&correction()),
+            keys.verify(None, None, text),
             Err(SignatureError::Missing(_))
         ));
         // No key configured: nothing is checked.
-        assert_eq!(SigningKeys::default().verify(&correction()), Ok(None));
+        assert_eq!(SigningKeys::default().verify(None, None, text), Ok(None));
         assert!(SigningKey::new("short", &[1; 31]).is_none());
         assert!(
             !format!("{new:?}").contains("2, 2"),
