@@ -33,10 +33,12 @@ pub enum InvalidReason {
     BadCorrection,
     /// A correction the index cannot apply (`correction::Refusal`).
     RefusedCorrection,
+    /// A correction not signed with one of the configured keys (`signing`).
+    UnsignedCorrection,
 }
 
 impl InvalidReason {
-    pub const ALL: [InvalidReason; 11] = [
+    pub const ALL: [InvalidReason; 12] = [
         InvalidReason::Oversized,
         InvalidReason::BadUtf8,
         InvalidReason::BadJson,
@@ -48,6 +50,7 @@ impl InvalidReason {
         InvalidReason::NoFeatures,
         InvalidReason::BadCorrection,
         InvalidReason::RefusedCorrection,
+        InvalidReason::UnsignedCorrection,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -63,6 +66,7 @@ impl InvalidReason {
             InvalidReason::NoFeatures => "no_features",
             InvalidReason::BadCorrection => "bad_correction",
             InvalidReason::RefusedCorrection => "refused_correction",
+            InvalidReason::UnsignedCorrection => "unsigned_correction",
         }
     }
 }

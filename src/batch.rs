@@ -12,6 +12,7 @@ use crate::output;
 use crate::pipeline::{self, Decide, DecisionStage, Envelope, Outcome, OutcomeCounts, Prepared};
 use crate::progress::Progress;
 use crate::runner::{self, RunError};
+use crate::signing::SigningKeys;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,8 @@ pub struct BatchOptions {
     pub progress_every: Option<Duration>,
     /// When the process started (for the start-up time in the summary).
     pub process_start: Instant,
+    /// The keys the `--corrections` lines must be signed with (none: not checked).
+    pub correction_keys: SigningKeys,
 }
 
 /// One input line: its number (from 1 in its file) and length, and its bytes until they are
@@ -154,9 +157,12 @@ pub fn prepare_line(
     line: &mut JsonLine,
     fingerprinter: &Fingerprinter,
     rules: &ReadRules,
+    correction_keys: &SigningKeys,
 ) -> Prepared {
     match line.line.take() {
-        Some(Line::Bytes(bytes)) if line.correction => pipeline::prepare_correction(&bytes, rules),
+        Some(Line::Bytes(bytes)) if line.correction => {
+            pipeline::prepare_correction(&bytes, fingerprinter, rules, correction_keys)
+        }
         Some(Line::Bytes(bytes)) => pipeline::prepare(&bytes, fingerprinter, rules),
         Some(Line::TooLong(len)) => Prepared::Invalid(InvalidArticle::new(
             InvalidReason::Oversized,
@@ -209,7 +215,7 @@ pub fn run_batch<D: DecisionStage>(
     };
     runner::run_to_end(
         source,
-        &|line: &mut JsonLine| prepare_line(line, fingerprinter, &rules),
+        &|line: &mut JsonLine| prepare_line(line, fingerprinter, &rules, &opts.correction_keys),
         &mut stage,
         |line: LineOutput| -> io::Result<()> {
             summary.lines += 1;

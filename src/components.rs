@@ -5,7 +5,9 @@
 //! place, the default thread count chosen in one place.
 
 use crate::article::ReadRules;
-use crate::config::{Config, DedupConfig, FingerprintConfig, ImageConfig, IndexConfig};
+use crate::config::{
+    Config, CorrectionsConfig, DedupConfig, FingerprintConfig, ImageConfig, IndexConfig,
+};
 use crate::dedup::Deduper;
 use crate::error::IndexError;
 use crate::error::ResourceError;
@@ -42,6 +44,8 @@ pub struct Components {
     pub published_at_offset: UtcOffset,
     /// Warnings for the user (e.g. a threshold above the exhaustive range), logged once.
     pub warnings: Vec<String>,
+    /// `[corrections]`: the keys corrections are signed with (read by `signing::SigningKeys`).
+    pub corrections: CorrectionsConfig,
 }
 
 /// A threshold outside what a 64-bit fingerprint allows.
@@ -93,6 +97,7 @@ impl Components {
             threads,
             published_at_offset: config.input.published_at_offset,
             warnings,
+            corrections: config.corrections.clone(),
         })
     }
 

@@ -6,6 +6,7 @@ pub use crate::article::InputConfig;
 pub use crate::dedup::DedupConfig;
 pub use crate::fingerprint::{FingerprintConfig, ImageConfig};
 pub use crate::index::IndexConfig;
+pub use crate::signing::CorrectionsConfig;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -23,6 +24,8 @@ pub struct Config {
     pub image: ImageConfig,
     /// Service settings (`newsdedup run`, resolved by `settings`).
     pub service: ServiceConfig,
+    /// Editors' corrections: the keys they are signed with.
+    pub corrections: CorrectionsConfig,
 }
 
 /// The `[service]` section of the configuration file and the flags of `newsdedup run` (every

@@ -16,6 +16,7 @@ use crate::kafka::follow::Follower;
 use crate::kafka::record::{H_ERROR_MESSAGE, H_ERROR_REASON};
 use crate::output::{self, DedupMember};
 use crate::restore::SourceRecord;
+use crate::signing::SigningKey;
 use crate::simhash::Fingerprint;
 use crate::time::{format_rfc3339, TimeSpan, UtcOffset};
 use anyhow::{bail, Context, Result};
@@ -55,6 +56,8 @@ pub struct Request {
     pub into: Option<String>,
     pub by: Option<String>,
     pub reason: Option<String>,
+    /// The key the correction is signed with, if any (`signing`).
+    pub signing_key: Option<SigningKey>,
 }
 
 /// The output topics, as the service writes them.
@@ -136,6 +139,9 @@ struct Decided {
     fingerprint: Fingerprint,
     match_id: Option<String>,
     event_ms: Option<i64>,
+    /// The time of the correction in effect (`dedup.correction.at`), if one is: what a new
+    /// correction follows.
+    corrected_at: Option<String>,
     /// The record's timestamp (the latest one is the current decision).
     at: i64,
 }
@@ -180,6 +186,7 @@ fn decided_of(rec: &SourceRecord, ids: &[String], rules: &Rules) -> Option<(Stri
             fingerprint: dedup.fingerprint?,
             match_id: dedup.matched.map(|m| m.id.into_owned()),
             event_ms,
+            corrected_at: dedup.correction.map(|c| c.at.into_owned()),
             at,
         },
     ))
@@ -376,8 +383,15 @@ pub fn correct(
         by: req.by.clone(),
         reason: req.reason.clone(),
         at: format_rfc3339(crate::dedup::now_ms() as i64),
+        follows: article.corrected_at.clone(),
+        key_id: None,
+        signature: None,
         fingerprint: article.fingerprint,
         article: String::from_utf8(input).context("the article's record is not UTF-8")?,
+    };
+    let correction = match &req.signing_key {
+        Some(key) => correction.signed(key),
+        None => correction,
     };
     let line = correction.to_json();
     // What the service will check again: refuse here what it would refuse anyway.
@@ -555,10 +569,11 @@ impl Watcher {
             let Ok(head) = serde_json::from_slice::<Head>(payload) else {
                 continue;
             };
-            let ours = head
-                .dedup
-                .and_then(|d| d.correction)
-                .is_some_and(|c| c.at == correction.at && c.kind == correction.kind);
+            // Identified by when the editor made it (`made_at`; records of earlier services
+            // have only `at`).
+            let ours = head.dedup.and_then(|d| d.correction).is_some_and(|c| {
+                c.made_at.as_ref().unwrap_or(&c.at) == &correction.at && c.kind == correction.kind
+            });
             if ours {
                 return Ok(Some(Outcome::Applied {
                     topic: m.topic().to_owned(),

@@ -8,8 +8,19 @@
 //! The index keeps no article text, so a correction carries the article it corrects (as it was
 //! input): the corrected decision is published as that article's own output record with a
 //! `dedup.correction` member, and the standby and `index rebuild` restore it from there like any
-//! decision. Applying a correction twice changes nothing (it is recognised by its time), and an
-//! older correction of an article than the one applied is refused.
+//! decision. The carried article is trusted for nothing: it is fingerprinted and sketched like an
+//! input, and refused ([`Refusal::NotTheStoredArticle`]) unless its fingerprint, sketch, title,
+//! url and `published_at` are the stored article's, so the record published under an id is the
+//! article the index holds for it, with the stored sketch (which a reader then checks against the
+//! text and finds equal).
+//!
+//! Corrections take effect in the order the service reads them, never by the times editors'
+//! clocks wrote: each names the correction in effect it was made after ([`Correction::follows`])
+//! and applies only on top of it, and the service stamps the time it applies one
+//! ([`CorrectionNote::at_ms`], later than every earlier correction of the article and of its
+//! pair), which is what replicas order corrections by. The same correction read again (its
+//! `at` and kind) changes nothing and only publishes the stored article again; an older one sent
+//! again after a later one was applied is refused.
 
 use crate::dedup::{Decision, Deduper, Verdict};
 use crate::error::IndexError;
@@ -17,7 +28,9 @@ use crate::index::{
     ArticleStore, CorrectionKind, CorrectionNote, MatchRef, MatchRule, PairChange, SegmentMatch,
     StoredArticle, StoredDecision,
 };
+use crate::signing::{SignatureError, SigningKey, SigningKeys};
 use crate::simhash::Fingerprint;
+use crate::sketch::Sketch;
 use serde::{Deserialize, Serialize};
 
 /// The limits on `by` and `reason`, in bytes (kept with the stored correction).
@@ -38,17 +51,69 @@ pub struct Correction {
     /// Who made it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The id of the key it is signed with (`signing`), when it is signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
     /// Why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// When (RFC 3339): identifies the correction and orders the corrections of one article.
+    /// When the editor made it (RFC 3339): with `kind`, identifies the correction (read again,
+    /// it changes nothing). It orders nothing: the service stamps the time it applies a
+    /// correction, so an editor's clock (skewed, or a year ahead) cannot reorder or freeze an
+    /// article's corrections.
     pub at: String,
+    /// The time (`dedup.correction.at`) of the correction in effect on the article when this one
+    /// was made, from its latest output record; absent when none was. A correction applies only
+    /// on top of that one: corrections take effect in the topic's order, and an older one sent
+    /// again after a later one was applied is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follows: Option<String>,
     /// The version of the article corrected (its `dedup.fingerprint`): a correction of a version
     /// the index no longer holds is refused.
     pub fingerprint: Fingerprint,
     /// The article as it was input (JSON object text, without `dedup`): the corrected output
     /// record is this plus the corrected `dedup` member.
     pub article: String,
+    /// HMAC-SHA256 (hex) of [`Correction::canonical`] under the key `key_id`
+    /// (`signing::SigningKey::sign`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+}
+
+/// The article a correction carries, as the prepare stage read it (fingerprinted and sketched
+/// like an input): what is compared with the article the index holds under its id.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CarriedArticle {
+    pub fingerprint: Fingerprint,
+    pub sketch: Sketch,
+    /// None when it has no title (or an empty one), as the index stores it.
+    pub title: Option<String>,
+    pub url: Option<String>,
+    /// `published_at` read as a time.
+    pub published_ms: Option<i64>,
+    /// The id of the key whose signature of the correction was verified (`signing`); None when
+    /// no key is configured.
+    pub signed_with: Option<String>,
+}
+
+impl CarriedArticle {
+    /// The first member in which it is not `stored` (None: it is the stored article, as far as
+    /// the index can tell without its text).
+    pub fn differs_from(&self, stored: &StoredArticle) -> Option<&'static str> {
+        if self.fingerprint != stored.fingerprint {
+            Some("fingerprint")
+        } else if stored.sketch.is_some_and(|s| s != self.sketch) {
+            Some("content sketch")
+        } else if self.title != stored.title {
+            Some("title")
+        } else if self.url != stored.url {
+            Some("url")
+        } else if self.published_ms != stored.published_ms {
+            Some("published_at")
+        } else {
+            None
+        }
+    }
 }
 
 /// Why a correction record cannot be read.
@@ -91,6 +156,11 @@ impl Correction {
         if crate::time::parse_time(&self.at).is_none() {
             return bad(format!("`at` {:?} is not an RFC 3339 time", self.at));
         }
+        if let Some(follows) = &self.follows {
+            if crate::time::parse_time(follows).is_none() {
+                return bad(format!("`follows` {follows:?} is not an RFC 3339 time"));
+            }
+        }
         Ok(())
     }
 
@@ -99,10 +169,47 @@ impl Correction {
         crate::time::parse_time(&self.at).unwrap_or(i64::MIN)
     }
 
+    /// When the correction it follows was applied (Unix ms; None: it follows none).
+    pub fn follows_ms(&self) -> Option<i64> {
+        self.follows.as_deref().and_then(crate::time::parse_time)
+    }
+
     /// The correction as one JSON line (no newline).
     pub fn to_json(&self) -> String {
         // Plain strings and enums: serializing cannot fail.
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// What a signature covers: the correction as this program writes it (members in their
+    /// order, absent ones left out, minimal escapes), without `signature`; the same whatever
+    /// encoding of it a record holds.
+    pub fn canonical(&self) -> String {
+        Correction {
+            signature: None,
+            ..self.clone()
+        }
+        .to_json()
+    }
+
+    /// This correction signed with `key` (`key_id` set to its id, `signature` over the rest).
+    pub fn signed(&self, key: &SigningKey) -> Correction {
+        let mut signed = Correction {
+            key_id: Some(key.id.clone()),
+            signature: None,
+            ..self.clone()
+        };
+        signed.signature = Some(key.sign(&signed.canonical()));
+        signed
+    }
+
+    /// Whether it may apply under `keys` (see `signing`): Ok(Some(id)), verified with key `id`;
+    /// Ok(None), no key is configured.
+    pub fn verify(&self, keys: &SigningKeys) -> Result<Option<String>, SignatureError> {
+        keys.verify(
+            self.key_id.as_deref(),
+            self.signature.as_deref(),
+            &self.canonical(),
+        )
     }
 }
 
@@ -164,13 +271,20 @@ pub enum Refusal {
         named: Fingerprint,
     },
     #[error(
-        "a later correction of article {id:?} is already applied (made {applied}); this one \
-         (made {at}) would undo it"
+        "the article the correction carries is not the one the index holds under {id:?}: its \
+         {differs} differs; a correction can only re-publish the stored article: make it with \
+         `newsdedup correct`, which copies the article from its latest output record"
+    )]
+    NotTheStoredArticle { id: String, differs: &'static str },
+    #[error(
+        "a later correction of article {id:?} is already applied (applied {applied}) than the \
+         one this correction was made after ({follows}): it would undo it; look at the \
+         article's latest decision and correct that"
     )]
     Superseded {
         id: String,
         applied: String,
-        at: String,
+        follows: String,
     },
 }
 
@@ -186,6 +300,7 @@ impl Refusal {
             Refusal::ReleaseOfUnique(_) => "release_of_unique",
             Refusal::AlreadyDuplicate { .. } => "already_duplicate",
             Refusal::OtherVersion { .. } => "other_version",
+            Refusal::NotTheStoredArticle { .. } => "not_the_stored_article",
             Refusal::Superseded { .. } => "superseded",
         }
     }
@@ -205,10 +320,15 @@ fn rfc3339(ms: i64) -> String {
 }
 
 impl<S: ArticleStore> Deduper<S> {
-    /// Applies an editor's correction (see the module documentation). `Ok(Err(_))`: refused, the
-    /// index unchanged.
-    pub fn correct(&mut self, c: &Correction) -> Result<Result<Corrected, Refusal>, IndexError> {
-        let at_ms = c.at_ms();
+    /// Applies an editor's correction carrying `carried` (see the module documentation).
+    /// `Ok(Err(_))`: refused, the index unchanged.
+    pub fn correct(
+        &mut self,
+        c: &Correction,
+        carried: &CarriedArticle,
+        now_ms: u64,
+    ) -> Result<Result<Corrected, Refusal>, IndexError> {
+        let made_ms = c.at_ms();
         let Some(stored) = self.store().get(&c.id)? else {
             return Ok(Err(Refusal::UnknownId(c.id.clone())));
         };
@@ -219,29 +339,46 @@ impl<S: ArticleStore> Deduper<S> {
                 named: c.fingerprint,
             }));
         }
+        if let Some(differs) = carried.differs_from(&stored) {
+            return Ok(Err(Refusal::NotTheStoredArticle {
+                id: c.id.clone(),
+                differs,
+            }));
+        }
         if let Some(applied) = &stored.correction {
-            if applied.at_ms == at_ms && applied.kind == c.kind {
+            // The one applied, read again (a restart, a re-sent record): its output is made
+            // again from the stored article, nothing changes. (Notes written before `made_ms`
+            // was kept hold the editor's time as `at_ms`.)
+            if applied.made_ms.unwrap_or(applied.at_ms) == made_ms && applied.kind == c.kind {
                 return Ok(Ok(Corrected {
                     decision: decision_of(&stored),
                     changed: false,
                 }));
             }
-            if applied.at_ms > at_ms {
-                return Ok(Err(Refusal::Superseded {
-                    id: c.id.clone(),
-                    applied: rfc3339(applied.at_ms),
-                    at: c.at.clone(),
-                }));
-            }
+        }
+        let in_effect = stored.correction.as_ref().map(|a| a.at_ms);
+        if in_effect != c.follows_ms() {
+            return Ok(Err(Refusal::Superseded {
+                id: c.id.clone(),
+                applied: in_effect.map_or_else(|| "never".to_owned(), rfc3339),
+                follows: c.follows_ms().map_or_else(|| "none".to_owned(), rfc3339),
+            }));
         }
         if let Some(refusal) = self.outside_retention(&c.id, &stored) {
             return Ok(Err(refusal));
         }
+        let other = match c.kind {
+            CorrectionKind::Release => stored.matched.as_ref().map(|m| m.id.as_str()),
+            CorrectionKind::Merge => c.into.as_deref(),
+        };
+        let at_ms = self.stamp(&c.id, &stored, other, now_ms)?;
         let note = CorrectionNote {
             kind: c.kind,
             by: c.by.clone(),
+            key_id: carried.signed_with.clone(),
             reason: c.reason.clone(),
             at_ms,
+            made_ms: Some(made_ms),
             previous_decision: stored.decision,
             previous_match: stored.matched.clone(),
         };
@@ -262,11 +399,13 @@ impl<S: ArticleStore> Deduper<S> {
                 };
                 let article = StoredArticle {
                     seq,
-                    decision: StoredDecision::Unique,
-                    matched: None,
-                    indexed_extension: false,
-                    correction: Some(note),
-                    ..stored.clone()
+                    ..stored.with_correction_of(&StoredArticle {
+                        decision: StoredDecision::Unique,
+                        matched: None,
+                        indexed_extension: false,
+                        correction: Some(note),
+                        ..stored.clone()
+                    })
                 };
                 (article, pair)
             }
@@ -283,11 +422,13 @@ impl<S: ArticleStore> Deduper<S> {
                 };
                 let article = StoredArticle {
                     seq,
-                    decision: StoredDecision::Duplicate,
-                    matched: Some(matched),
-                    indexed_extension: false,
-                    correction: Some(note),
-                    ..stored.clone()
+                    ..stored.with_correction_of(&StoredArticle {
+                        decision: StoredDecision::Duplicate,
+                        matched: Some(matched),
+                        indexed_extension: false,
+                        correction: Some(note),
+                        ..stored.clone()
+                    })
                 };
                 (article, pair)
             }
@@ -298,6 +439,29 @@ impl<S: ArticleStore> Deduper<S> {
             decision: decision_of(&article),
             changed: true,
         }))
+    }
+
+    /// The time a correction of `id` (stored as `stored`, paired with `other`) applied now is
+    /// stamped with: the service's clock, but later than the correction in effect on the article
+    /// and on the pair, so that the stamps order them as they were applied (what a replica
+    /// reading the output, in any interleaving of the topics, orders them by) whatever the
+    /// clocks of editors, or of the instance that applied the earlier ones.
+    fn stamp(
+        &self,
+        id: &str,
+        stored: &StoredArticle,
+        other: Option<&str>,
+        now_ms: u64,
+    ) -> Result<i64, IndexError> {
+        let mut at_ms = i64::try_from(now_ms)
+            .unwrap_or(i64::MAX)
+            .max(stored.corrected_at().saturating_add(1));
+        if let Some(other) = other {
+            if let Some(pair_ms) = self.store().pair_changed_at(id, other)? {
+                at_ms = at_ms.max(pair_ms.saturating_add(1));
+            }
+        }
+        Ok(at_ms)
     }
 
     /// The refusal of an article older than the retention window, if it is.
@@ -396,9 +560,9 @@ fn decision_of(a: &StoredArticle) -> Decision {
         event_time_clamped: a.event_time_clamped,
         superseded: false,
         correction: a.correction.clone(),
-        // The record republished is the correction's copy of the article, whose text the stored
-        // sketch need not be of: a reader computes its sketch from that text.
-        sketch: None,
+        // The record republished carries the article checked to be the stored one
+        // (`CarriedArticle::differs_from`): its readers take the sketch stored, as the index has it.
+        sketch: a.sketch,
     }
 }
 
@@ -428,4 +592,59 @@ pub fn command_line(
         line.push_str(&format!(" --since {}", crate::time::format_rfc3339(ms)));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn correction() -> Correction {
+        Correction {
+            kind: CorrectionKind::Release,
+            id: "a".into(),
+            into: None,
+            by: Some("ed".into()),
+            key_id: None,
+            reason: None,
+            at: "2026-01-01T00:00:00Z".into(),
+            follows: None,
+            fingerprint: Fingerprint(1),
+            article: r#"{"id":"a","content":"x"}"#.into(),
+            signature: None,
+        }
+    }
+
+    #[test]
+    fn a_signed_correction_verifies_as_written_and_re_encoded_and_not_once_altered() {
+        let key = SigningKey::new("k1", &[7; 32]).unwrap();
+        let keys = SigningKeys::from_keys([key.clone()]);
+        let signed = correction().signed(&key);
+        assert_eq!(signed.verify(&keys), Ok(Some("k1".to_owned())));
+        // Members reordered and spaced on the way: the same canonical JSON.
+        let value: serde_json::Value = serde_json::from_str(&signed.to_json()).unwrap();
+        let mut members: Vec<_> = value.as_object().unwrap().iter().collect();
+        members.reverse();
+        let reordered = format!(
+            "{{ {} }}",
+            members
+                .iter()
+                .map(|(k, v)| format!("{k:?} : {v}"))
+                .collect::<Vec<_>>()
+                .join(" , ")
+        );
+        let reparsed = Correction::parse(reordered.as_bytes()).unwrap();
+        assert_eq!(reparsed.verify(&keys), Ok(Some("k1".to_owned())));
+        let altered = Correction {
+            by: Some("someone else".into()),
+            ..signed
+        };
+        assert!(matches!(
+            altered.verify(&keys),
+            Err(SignatureError::Wrong(_))
+        ));
+        assert!(matches!(
+            correction().verify(&keys),
+            Err(SignatureError::Missing(_))
+        ));
+    }
 }

@@ -30,6 +30,7 @@ pub mod runner;
 pub mod segments;
 pub mod service;
 pub mod settings;
+pub mod signing;
 pub mod simhash;
 pub mod sketch;
 pub mod text;

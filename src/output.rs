@@ -101,11 +101,18 @@ pub struct CorrectionMember<'a> {
     pub kind: CorrectionKind,
     #[serde(borrow, default)]
     pub by: Option<Cow<'a, str>>,
+    /// The id of the key the correction was signed with, when the service checks signatures.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub reason: Option<Cow<'a, str>>,
-    /// RFC 3339 UTC.
+    /// When the service applied it (RFC 3339 UTC; in records written before `made_at`: when the
+    /// editor made it): orders the corrections of one article.
     #[serde(borrow)]
     pub at: Cow<'a, str>,
+    /// When the editor made it (the correction's own `at`): identifies the correction.
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub made_at: Option<Cow<'a, str>>,
     #[serde(borrow)]
     pub previous: PreviousMember<'a>,
 }
@@ -129,8 +136,12 @@ impl<'a> CorrectionMember<'a> {
         CorrectionMember {
             kind: note.kind,
             by: note.by.as_deref().map(Cow::Borrowed),
+            key_id: note.key_id.as_deref().map(Cow::Borrowed),
             reason: note.reason.as_deref().map(Cow::Borrowed),
             at: Cow::Owned(crate::time::format_rfc3339(note.at_ms)),
+            made_at: note
+                .made_ms
+                .map(|ms| Cow::Owned(crate::time::format_rfc3339(ms))),
             previous: PreviousMember {
                 decision: Cow::Borrowed(match note.previous_decision {
                     StoredDecision::Unique => "unique",
@@ -146,8 +157,13 @@ impl<'a> CorrectionMember<'a> {
         Some(CorrectionNote {
             kind: self.kind,
             by: self.by.as_deref().map(str::to_owned),
+            key_id: self.key_id.as_deref().map(str::to_owned),
             reason: self.reason.as_deref().map(str::to_owned),
             at_ms: crate::time::parse_time(&self.at)?,
+            made_ms: match &self.made_at {
+                Some(made) => Some(crate::time::parse_time(made)?),
+                None => None,
+            },
             previous_decision: if self.previous.decision == "duplicate" {
                 StoredDecision::Duplicate
             } else {

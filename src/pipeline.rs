@@ -6,7 +6,7 @@
 //! outcome is written back.
 
 use crate::article::{Article, InvalidArticle, InvalidReason, ReadRules};
-use crate::correction::Correction;
+use crate::correction::{CarriedArticle, Correction};
 use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
@@ -15,6 +15,7 @@ use crate::index::{
 };
 use crate::output;
 use crate::runner::Stage;
+use crate::signing::SigningKeys;
 use crate::simhash::Fingerprint;
 use crate::topic::Outline;
 use std::sync::{Arc, Mutex};
@@ -48,9 +49,11 @@ pub enum Prepared {
         /// this stage runs in parallel and the decision stage does not.
         open_record: Vec<u8>,
     },
-    /// An editor's correction (`correction`), with its article's output record so far.
+    /// An editor's correction (`correction`), with its article's output record so far and what
+    /// the index compares with its stored article.
     Correction {
         correction: Correction,
+        carried: CarriedArticle,
         open_record: Vec<u8>,
     },
     Invalid(InvalidArticle),
@@ -103,9 +106,15 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
 }
 
 /// Reads a correction record (`correction::Correction`) and the article it carries: its output
-/// record so far, as [`prepare`] renders an article's. Nothing is fingerprinted: the index holds
-/// the corrected version's fingerprint.
-pub fn prepare_correction(raw: &[u8], rules: &ReadRules) -> Prepared {
+/// record so far, as [`prepare`] renders an article's, and its fingerprint and sketch, which the
+/// decision compares with the stored article's (`correction::CarriedArticle`). With `keys`, a
+/// correction not signed with one of them is refused (`signing`) before anything else is read.
+pub fn prepare_correction(
+    raw: &[u8],
+    fingerprinter: &Fingerprinter,
+    rules: &ReadRules,
+    keys: &SigningKeys,
+) -> Prepared {
     let refuse = |message: String, id: Option<String>| {
         Prepared::Invalid(InvalidArticle {
             reason: InvalidReason::BadCorrection,
@@ -118,6 +127,16 @@ pub fn prepare_correction(raw: &[u8], rules: &ReadRules) -> Prepared {
         Err(e) => return refuse(e.to_string(), None),
     };
     let id = Some(correction.id.clone());
+    let signed_with = match correction.verify(keys) {
+        Ok(signed_with) => signed_with,
+        Err(e) => {
+            return Prepared::Invalid(InvalidArticle {
+                reason: InvalidReason::UnsignedCorrection,
+                message: format!("correction refused: {e}"),
+                id,
+            })
+        }
+    };
     let article = match Article::parse(correction.article.as_bytes(), rules.max_bytes) {
         Ok(a) => a,
         Err(e) => return refuse(format!("its `article` is not a valid article: {e}"), id),
@@ -132,15 +151,32 @@ pub fn prepare_correction(raw: &[u8], rules: &ReadRules) -> Prepared {
             id,
         );
     }
-    match crate::output::open_record(&article) {
-        Ok(open_record) => Prepared::Correction {
-            correction,
-            open_record,
-        },
-        Err(e) => refuse(
-            format!("its `article` cannot be written back as JSON: {e}"),
-            id,
-        ),
+    let open_record = match crate::output::open_record(&article) {
+        Ok(open_record) => open_record,
+        Err(e) => {
+            return refuse(
+                format!("its `article` cannot be written back as JSON: {e}"),
+                id,
+            )
+        }
+    };
+    let fingerprinted = match fingerprinter.fingerprint(article.title(), article.content()) {
+        Ok(f) => f,
+        Err(e) => return refuse(format!("its `article` cannot be fingerprinted: {e}"), id),
+    };
+    let title = article.title();
+    let carried = CarriedArticle {
+        fingerprint: fingerprinted.fingerprint,
+        sketch: fingerprinted.sketch,
+        title: (!title.is_empty()).then(|| title.to_owned()),
+        url: article.url().map(str::to_owned),
+        published_ms: article.published_ms(rules.published_at_offset),
+        signed_with,
+    };
+    Prepared::Correction {
+        correction,
+        carried,
+        open_record,
     }
 }
 
@@ -282,8 +318,9 @@ pub fn decide<S: ArticleStore>(
         }
         Prepared::Correction {
             correction,
+            carried,
             open_record,
-        } => Ok(match deduper.correct(&correction)? {
+        } => Ok(match deduper.correct(&correction, &carried, now_ms)? {
             Ok(corrected) => {
                 let decision = Decision {
                     replayed: !corrected.changed,

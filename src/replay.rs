@@ -86,7 +86,15 @@ pub fn replay(
         }
     };
     let decider = settings.components.deduper(index);
-    let mut engine = service::start_engine(decider, fingerprinter, settings, sink, &abandon);
+    // A replay reads the input topic only: no correction comes through it.
+    let mut engine = service::start_engine(
+        decider,
+        fingerprinter,
+        crate::signing::SigningKeys::default(),
+        settings,
+        sink,
+        &abandon,
+    );
     let counts = engine.counts();
     let consumer = service::create_consumer(settings, &tracker, &engine, &health, &stop)?;
     let mut tpl = TopicPartitionList::new();

@@ -80,16 +80,17 @@ impl RestoreTarget for RocksIndex {
                 position,
             )?,
             Apply::Replace(previous) => {
-                // A newer version remembers the one it replaces, as the live decision does; a
-                // correction of the same version keeps its history.
-                let earlier = if previous.fingerprint == r.article.fingerprint {
-                    previous.earlier.clone()
+                // A correction of the same version changes what a correction changes on the
+                // service, the decision alone (dating, sketch and history stay the stored
+                // ones); a newer version remembers the one it replaces, as the live decision
+                // does.
+                let article = if previous.fingerprint == r.article.fingerprint {
+                    previous.with_correction_of(&r.article)
                 } else {
-                    previous.history_after()
-                };
-                let article = StoredArticle {
-                    earlier,
-                    ..r.article.clone()
+                    StoredArticle {
+                        earlier: previous.history_after(),
+                        ..r.article.clone()
+                    }
                 };
                 self.write_restored(
                     Some((&r.id, Some(previous), &article, r.searchable)),

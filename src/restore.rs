@@ -4,8 +4,11 @@
 //!
 //! An output record is the input article plus its `dedup` member, so it carries everything: the
 //! text, the fingerprint and the decision with its match. The content sketch comes with a topic's
-//! record (header `newsdedup.sketch`) and is recomputed from the text where the record has none
-//! (a `batch` output line, a correction). For a sample of the records ([`Verification`]) the
+//! record (header `newsdedup.sketch`; a correction's record carries the stored one) and is
+//! recomputed from the text where the record has none (a `batch` output line). A correction's
+//! record is dated with the stored event time (header `newsdedup.source.timestamp`), and applied
+//! to a stored article of the same version it changes the decision alone
+//! (`StoredArticle::with_correction_of`), as on the service. For a sample of the records ([`Verification`]) the
 //! fingerprint and the sketch are recomputed too and must equal the recorded ones: records made
 //! with another fingerprint identity (other dictionaries, stop words, parameters) are refused,
 //! since their fingerprints are not comparable with the ones this configuration makes.
@@ -167,8 +170,13 @@ pub fn restore(
     });
     let title = article.title();
     let published_ms = article.published_ms(rules.published_at_offset);
-    let (event_ms, event_time_clamped) =
-        crate::index::event_time(published_ms, input_time_ms, decided_ms as i64);
+    // A correction's record is published later than the decision it corrects, with the stored
+    // event time as its input's time: that time is the article's, as the service dated it when
+    // it was decided (clamped or not), whatever the correction's own time.
+    let (event_ms, event_time_clamped) = match (&correction, input_time_ms) {
+        (Some(_), Some(stored_event_ms)) => (stored_event_ms, member.event_time_clamped),
+        _ => crate::index::event_time(published_ms, input_time_ms, decided_ms as i64),
+    };
     let matched = member.matched.as_ref().map(MatchMember::to_stored);
     let restored = StoredArticle {
         seq: 0,

@@ -16,6 +16,7 @@ use crate::kafka::tracker::OffsetTracker;
 use crate::kafka::watch::{Watch, WatchConfig};
 use crate::kafka::{Health, ServiceClientContext, State};
 use crate::pipeline::DecisionStage;
+use crate::signing::SigningKeys;
 use anyhow::{bail, Context, Result};
 use parking_lot::Mutex;
 use rdkafka::consumer::Consumer;
@@ -47,6 +48,8 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let settings = Settings::resolve(&args, given, &config, process_env())
         .context("invalid settings for `run`")?;
     start_logging(&settings);
+    let correction_keys = SigningKeys::load(&settings.components.corrections)
+        .context("invalid [corrections] keys")?;
     let runtime = io_runtime()?;
 
     RocksIndex::lower_background_priority()
@@ -73,6 +76,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let mut engine = start_engine(
         settings.components.deduper(index),
         fingerprinter,
+        correction_keys,
         &settings,
         sink,
         &abandon,
@@ -304,6 +308,7 @@ pub(crate) fn producer_sink(
 pub(crate) fn start_engine<D: DecisionStage + 'static, K: OutputSink>(
     decider: D,
     fingerprinter: Fingerprinter,
+    correction_keys: SigningKeys,
     settings: &Settings,
     sink: K,
     abandon: &Arc<AtomicBool>,
@@ -314,6 +319,7 @@ pub(crate) fn start_engine<D: DecisionStage + 'static, K: OutputSink>(
             .components
             .read_rules(settings.service.max_article_bytes),
         max_output_bytes: settings.max_output_bytes(),
+        correction_keys,
     });
     Engine::start(
         decider,

@@ -84,6 +84,18 @@ pub struct CorrectArgs {
     /// file's [service.kafka] and NEWSDEDUP_KAFKA_* variables.
     #[arg(short = 'X', value_name = "KEY=VALUE")]
     pub properties: Vec<String>,
+    /// Sign the correction with this key of [corrections] keys (with --key-file: the key in
+    /// that file, under this id) [default: [corrections] sign_with; none: unsigned]
+    #[arg(long, env = "NEWSDEDUP_CORRECTION_KEY_ID", value_name = "ID")]
+    pub key_id: Option<String>,
+    /// The secret of the --key-id key, read from this file (at least 32 bytes).
+    #[arg(
+        long,
+        env = "NEWSDEDUP_CORRECTION_KEY_FILE",
+        value_name = "FILE",
+        requires = "key_id"
+    )]
+    pub key_file: Option<PathBuf>,
     #[command(flatten)]
     pub common: CommonOpts,
 }

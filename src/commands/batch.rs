@@ -7,6 +7,7 @@ use crate::cli::batch::BatchArgs;
 use anyhow::{Context, Result};
 use newsdedup::batch::{self, BatchOptions};
 use newsdedup::components::Overrides;
+use newsdedup::signing::SigningKeys;
 use std::fs::File;
 use std::io::BufReader;
 use std::time::{Duration, Instant};
@@ -37,6 +38,8 @@ pub fn execute(args: BatchArgs, started: Instant) -> Result<()> {
         published_at_offset: components.published_at_offset,
         progress_every: (!quiet).then_some(Duration::from_secs(5)),
         process_start: started,
+        correction_keys: SigningKeys::load(&components.corrections)
+            .context("invalid [corrections] keys")?,
     };
     let corrections = match &corrections {
         Some(path) => {

@@ -10,6 +10,7 @@ use newsdedup::article::DEFAULT_MAX_ARTICLE_BYTES;
 use newsdedup::components::Overrides;
 use newsdedup::correct;
 use newsdedup::index::CorrectionKind;
+use newsdedup::signing::{SigningKey, SigningKeys};
 use serde_json::json;
 use std::time::Duration;
 
@@ -19,6 +20,25 @@ pub fn execute(command: CorrectCommand) -> Result<()> {
         CorrectCommand::Merge { into, args } => (CorrectionKind::Merge, Some(into), args),
     };
     correct_one(kind, into, *args)
+}
+
+/// The key `correct` signs with: --key-id (its secret from --key-file, else from [corrections]
+/// keys), else [corrections] sign_with.
+fn signing_key(
+    a: &CorrectArgs,
+    config: &newsdedup::config::CorrectionsConfig,
+) -> Result<Option<SigningKey>> {
+    let Some(id) = a.key_id.as_ref().or(config.sign_with.as_ref()) else {
+        return Ok(None);
+    };
+    let key = match &a.key_file {
+        Some(path) => SigningKey::read(id, path)?,
+        None => SigningKeys::load(config)
+            .context("invalid [corrections] keys")?
+            .get(id)?
+            .clone(),
+    };
+    Ok(Some(key))
 }
 
 /// The correction `kind` of the article of `a` (into `into`, for a merge), sent and reported.
@@ -70,6 +90,7 @@ fn correct_one(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
         into,
         by: a.by.clone().or_else(|| std::env::var("USER").ok()),
         reason: a.reason.clone(),
+        signing_key: signing_key(&a, &components.corrections)?,
     };
     let rules = correct::Rules {
         retention: a.retention.or(components.index.retention),
@@ -88,6 +109,9 @@ fn correct_one(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
     if let Some(c) = &correction {
         report["into"] = json!(c.into);
         report["by"] = json!(c.by);
+        if let Some(key_id) = &c.key_id {
+            report["key_id"] = json!(key_id);
+        }
         report["reason"] = json!(c.reason);
         report["at"] = json!(c.at);
     }

@@ -287,6 +287,20 @@ impl StoredArticle {
         self.indexed_extension && self.decision == StoredDecision::Duplicate
     }
 
+    /// This article as a correction leaves it: the decision, match and note of `corrected`, and
+    /// everything else (dating, sketch, url and title, history) its own. The one rule of what a
+    /// correction changes, for the service that applies it and every index restored from its
+    /// output (whose record of the correction is dated and sketched as the stored article).
+    pub fn with_correction_of(&self, corrected: &StoredArticle) -> StoredArticle {
+        StoredArticle {
+            decision: corrected.decision,
+            matched: corrected.matched.clone(),
+            indexed_extension: corrected.indexed_extension,
+            correction: corrected.correction.clone(),
+            ..self.clone()
+        }
+    }
+
     /// When the latest correction of this article was made (Unix ms; i64::MIN: never corrected).
     pub fn corrected_at(&self) -> i64 {
         self.correction.as_ref().map_or(i64::MIN, |c| c.at_ms)
@@ -390,10 +404,20 @@ pub struct CorrectionNote {
     pub kind: CorrectionKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// The id of the key its signature was verified with, when the service checks signatures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// When the editor made it (Unix ms): orders the corrections of one article.
+    /// When the service applied it (Unix ms; written before: when the editor made it): orders
+    /// the corrections of one article and of one pair, later than every one applied before it
+    /// (see `correction`).
     pub at_ms: i64,
+    /// When the editor made it (the correction's own `at`, Unix ms): with its kind, identifies
+    /// the correction, so that the same one read again changes nothing. None in notes written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_ms: Option<i64>,
     /// The decision it corrected.
     pub previous_decision: StoredDecision,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -534,6 +558,10 @@ pub trait ArticleStore {
     /// direction. Empty for nearly every id.
     fn separated(&self, _id: &str) -> Vec<String> {
         Vec::new()
+    }
+    /// When the latest correction of the pair (`id`, `other`) was applied (Unix ms), if one was.
+    fn pair_changed_at(&self, _id: &str, _other: &str) -> Result<Option<i64>, IndexError> {
+        Ok(None)
     }
     /// An editor's correction: replaces `previous` (the stored version of `id`) by `article`
     /// (searchable as [`StoredArticle::searchable`] says) and applies `pair`, in one atomic

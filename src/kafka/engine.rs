@@ -19,6 +19,7 @@ use crate::pipeline::{
     self, Decide, DecisionObserver, DecisionStage, Envelope, Outcome, Prepared, SharedCounts,
 };
 use crate::runner::{self, Durability, Observer, Prepare, RunnerHandle};
+use crate::signing::SigningKeys;
 use crossbeam_channel::{unbounded, Sender};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -53,6 +54,8 @@ pub struct LocalPreparer {
     /// headers) could exceed it is invalid (`oversized`) before it reaches the index, so the
     /// index never holds an article that no reader of the output topics saw.
     pub max_output_bytes: usize,
+    /// The keys a correction must be signed with (none: not checked).
+    pub correction_keys: SigningKeys,
 }
 
 impl Prepare<InputMessage> for LocalPreparer {
@@ -80,7 +83,12 @@ impl LocalPreparer {
             ));
         };
         let prepared = if msg.correction {
-            pipeline::prepare_correction(bytes, &self.read_rules)
+            pipeline::prepare_correction(
+                bytes,
+                &self.fingerprinter,
+                &self.read_rules,
+                &self.correction_keys,
+            )
         } else {
             pipeline::prepare(bytes, &self.fingerprinter, &self.read_rules)
         };
@@ -93,6 +101,7 @@ impl LocalPreparer {
             Prepared::Correction {
                 correction,
                 open_record,
+                ..
             } => Some((
                 correction.id.as_str(),
                 open_record.len() + crate::output::MAX_CORRECTION_MEMBER_BYTES,

@@ -400,3 +400,245 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
     let (status, _) = promoted.terminate(Duration::from_secs(30));
     assert!(status.success(), "promoted: {}", promoted.log());
 }
+
+/// The keys `[corrections]` of the service: `k1` (what the editors sign with), in `dir`.
+fn signing_config(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(dir.join("k1"), [b'k'; 40]).unwrap();
+    let config = dir.join("signed.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[corrections]\nkeys = [{{ id = \"k1\", file = {:?} }}]\nsign_with = \"k1\"\n",
+            dir.join("k1")
+        ),
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_standby_or_a_rebuild()
+{
+    use newsdedup::correction::Correction;
+    use newsdedup::signing::SigningKey;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let config = signing_config(d);
+    let config_arg = config.to_str().unwrap();
+    let broker = Broker::start(d);
+    broker.create_service_topics(2);
+    broker.create_topics(&["articles.corrections:1"]);
+    let b = broker.bootstrap.as_str();
+    let active_index = d.join("active");
+    let standby_index = d.join("standby");
+    let signed = ["--config", config_arg];
+    let mut svc = start_service(b, &active_index, &d.join("run.log"), &signed);
+    let mut standby = start_command("standby", b, &standby_index, &d.join("standby.log"), &[]);
+    standby.wait_http();
+    svc.wait_http();
+    let first = first_articles();
+    produce(b, "articles.raw", &first, Some(0));
+    let mut reader = Reader::new(b, &OUTPUTS);
+    reader.wait_outputs(5, Duration::from_secs(120), &|| svc.log());
+
+    // The editor's release of A, signed by `correct` with the configured key.
+    let release = correct(
+        b,
+        &["release", "--id", "a", "--by", "ed", "--config", config_arg],
+    );
+    assert!(
+        release.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&release.stderr),
+        svc.log()
+    );
+    reader.poll_for(Duration::from_millis(500));
+    let a_released = latest(&reader, "a").expect("a").json();
+    assert_eq!(a_released["dedup"]["decision"], "unique");
+    assert_eq!(a_released["dedup"]["correction"]["key_id"], "k1");
+    let genuine: Correction = {
+        let mut r = Reader::new(b, &[("articles.corrections", 1)]);
+        r.wait_outputs(1, Duration::from_secs(30), &|| svc.log());
+        Correction::parse(&r.got[0].value).expect("the command's correction")
+    };
+    let key = SigningKey::new("k1", &[b'k'; 40]).unwrap();
+    let m_out = latest(&reader, "m").expect("m").json();
+    let m_article = String::from_utf8(first[4].value.clone()).unwrap();
+    let forged_text = {
+        let mut v: Value = serde_json::from_str(&genuine.article).unwrap();
+        v["content"] = json!(common::numbered_report("伪造区", 500, 20));
+        v.to_string()
+    };
+    let raw = |key: &str, c: &Correction| Input {
+        key: Some(key.to_owned()),
+        value: c.to_json().into_bytes(),
+        bad: None,
+        id: None,
+    };
+    produce(
+        b,
+        "articles.corrections",
+        &[
+            // Forged: unsigned; signed, then its text changed; signed but carrying other text
+            // than the stored article.
+            raw(
+                "a",
+                &Correction {
+                    key_id: None,
+                    signature: None,
+                    ..genuine.clone()
+                },
+            ),
+            raw(
+                "a",
+                &Correction {
+                    article: forged_text.clone(),
+                    ..genuine.clone()
+                },
+            ),
+            raw(
+                "a",
+                &Correction {
+                    article: forged_text.clone(),
+                    ..genuine.clone()
+                }
+                .signed(&key),
+            ),
+            // Replayed: the applied release again.
+            raw("a", &genuine),
+            // Far future: M merged into O by an editor whose clock says 9999.
+            raw(
+                "m",
+                &Correction {
+                    kind: newsdedup::index::CorrectionKind::Merge,
+                    id: "m".into(),
+                    into: Some("o".into()),
+                    by: Some("ahead".into()),
+                    key_id: None,
+                    reason: None,
+                    at: "9999-12-31T00:00:00Z".into(),
+                    follows: None,
+                    fingerprint: serde_json::from_value(m_out["dedup"]["fingerprint"].clone())
+                        .unwrap(),
+                    article: m_article,
+                    signature: None,
+                }
+                .signed(&key),
+            ),
+        ],
+        Some(0),
+    );
+    wait_until(
+        "three refusals, A again and M merged",
+        &|| svc.log(),
+        || {
+            reader.poll_for(Duration::from_millis(100));
+            let dlq = reader
+                .got
+                .iter()
+                .filter(|o| o.topic == "articles.dlq")
+                .count();
+            dlq >= 3 && latest(&reader, "m").unwrap().topic == "articles.duplicate"
+        },
+    );
+    let reasons: Vec<(String, String)> = reader
+        .got
+        .iter()
+        .filter(|o| o.topic == "articles.dlq")
+        .map(|o| {
+            (
+                o.headers["newsdedup.error.reason"].clone(),
+                o.headers["newsdedup.error.message"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(reasons[0].0 == "unsigned_correction" && reasons[0].1.contains("not signed"));
+    assert!(reasons[1].0 == "unsigned_correction" && reasons[1].1.contains("does not match"));
+    assert!(
+        reasons[2].0 == "refused_correction"
+            && reasons[2].1.contains("not the one the index holds"),
+        "{reasons:?}"
+    );
+    // The replay published the stored article again, nothing else.
+    assert_eq!(latest(&reader, "a").unwrap().json(), a_released);
+    let m_merged = latest(&reader, "m").unwrap().json();
+    assert_eq!(m_merged["dedup"]["match"]["id"], "o");
+    assert_ne!(
+        m_merged["dedup"]["correction"]["at"], "9999-12-31T00:00:00.000Z",
+        "stamped by the service"
+    );
+    // Not frozen: an editor releases M again, as any later correction.
+    let undo = correct(b, &["release", "--id", "m", "--config", config_arg]);
+    assert!(
+        undo.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&undo.stderr),
+        svc.log()
+    );
+    reader.poll_for(Duration::from_millis(500));
+    assert_eq!(
+        latest(&reader, "m").unwrap().json()["dedup"]["decision"],
+        "unique"
+    );
+
+    // The standby follows every record and keeps running; a rebuild finishes, verified; both
+    // and the live index decide the next records alike.
+    let (status, _) = svc.terminate(Duration::from_secs(30));
+    assert!(status.success(), "run: {}", svc.log());
+    let published = reader
+        .got
+        .iter()
+        .filter(|o| o.topic != "articles.dlq")
+        .count();
+    wait_until("the standby caught up", &|| standby.log(), || {
+        standby
+            .http("/metrics")
+            .map(|(_, body)| common::kafka::metric(&body, "newsdedup_standby_records_total"))
+            .unwrap_or(0.0)
+            >= published as f64
+    });
+    assert!(standby.http("/health").is_some(), "{}", standby.log());
+    let (status, _) = standby.terminate(Duration::from_secs(30));
+    assert!(status.success(), "standby: {}", standby.log());
+    let rebuilt = d.join("rebuilt");
+    let out = newsdedup(&[
+        "index",
+        "rebuild",
+        "--brokers",
+        b,
+        "--quiet",
+        "--index-dir",
+        rebuilt.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verify = newsdedup(&["index", "verify", "--index-dir", rebuilt.to_str().unwrap()]);
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    let next = next_articles("next");
+    let live = batch_on_copy(d, &active_index, &next, "live");
+    assert_eq!(live["copy-a-next"].1, "a");
+    assert_eq!(live["copy-b-next"].1, "b");
+    assert_eq!(batch_on_copy(d, &rebuilt, &next, "rebuilt"), live);
+    assert_eq!(batch_on_copy(d, &standby_index, &next, "standby"), live);
+    // A takeover of the standby's directory starts and decides.
+    let mut promoted = start_service(b, &standby_index, &d.join("promoted.log"), &signed);
+    promoted.wait_http();
+    let mut reader = Reader::new(b, &OUTPUTS);
+    produce(b, "articles.raw", &next[..3], Some(0));
+    wait_until("the promoted standby decided", &|| promoted.log(), || {
+        reader.poll_for(Duration::from_millis(100));
+        next[..3]
+            .iter()
+            .all(|i| latest(&reader, i.id.as_deref().unwrap()).is_some())
+    });
+    let (status, _) = promoted.terminate(Duration::from_secs(30));
+    assert!(status.success(), "promoted: {}", promoted.log());
+}

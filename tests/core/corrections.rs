@@ -12,6 +12,7 @@ use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::{ArticleStore, CorrectionKind, MatchRule, RocksIndex};
 use newsdedup::pipeline::{self, Outcome};
 use newsdedup::restore::{self, RestoreTarget};
+use newsdedup::signing::SigningKeys;
 use newsdedup::time::{format_rfc3339, TimeSpan, UtcOffset};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -66,8 +67,25 @@ impl Rig {
         }
     }
 
+    /// `c` made after the correction in effect on its article, as `newsdedup correct` makes it.
+    fn after_latest(&self, c: Correction) -> Correction {
+        let follows = self
+            .deduper
+            .store()
+            .get(&c.id)
+            .unwrap()
+            .and_then(|a| a.correction)
+            .map(|n| format_rfc3339(n.at_ms));
+        Correction { follows, ..c }
+    }
+
     fn correct(&mut self, c: &Correction) -> Outcome {
-        let prepared = pipeline::prepare_correction(c.to_json().as_bytes(), &RULES);
+        let prepared = pipeline::prepare_correction(
+            c.to_json().as_bytes(),
+            &self.fp,
+            &RULES,
+            &SigningKeys::default(),
+        );
         pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
     }
 }
@@ -96,6 +114,9 @@ fn correction(
         by: Some("editor".into()),
         reason: Some("read both".into()),
         at: format_rfc3339(at_ms),
+        follows: None,
+        key_id: None,
+        signature: None,
         fingerprint: fp.fingerprint("", content).unwrap().fingerprint,
         article: String::from_utf8(raw.to_vec()).unwrap(),
     }
@@ -313,7 +334,12 @@ fn every_refusal_says_why_and_changes_nothing() {
         (
             Correction {
                 id: "nobody".into(),
-                article: String::from_utf8(article("nobody", "无", "2025-10-01")).unwrap(),
+                article: String::from_utf8(article(
+                    "nobody",
+                    &common::numbered_report("无人区", 1, 3),
+                    "2025-10-01",
+                ))
+                .unwrap(),
                 ..correction(CorrectionKind::Release, &b, &fp, None, T0)
             },
             "not in the index",
@@ -383,19 +409,233 @@ fn every_refusal_says_why_and_changes_nothing() {
 
 #[test]
 fn a_record_of_the_corrections_topic_that_is_not_a_correction_is_invalid() {
+    let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
     for (raw, why) in [
         (&b"{"[..], "not a correction"),
         (br#"{"kind":"merge","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "needs `into`"),
         (br#"{"kind":"release","id":"a","at":"yesterday","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "RFC 3339"),
         (br#"{"kind":"release","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"z\",\"content\":\"x\"}"}"#, "has id \"z\""),
     ] {
-        match pipeline::prepare_correction(raw, &RULES) {
+        match pipeline::prepare_correction(raw, &fp, &RULES, &SigningKeys::default()) {
             pipeline::Prepared::Invalid(e) => {
                 assert_eq!(e.reason, InvalidReason::BadCorrection);
                 assert!(e.message.contains(why), "{}", e.message);
             }
             _ => panic!("accepted {}", String::from_utf8_lossy(raw)),
         }
+    }
+}
+
+/// The output of `c` carrying `article` (JSON text) in place of the article it was made with.
+fn carrying(c: &Correction, article: Value) -> Correction {
+    Correction {
+        article: article.to_string(),
+        ..c.clone()
+    }
+}
+
+#[test]
+fn a_correction_carrying_another_article_than_the_stored_one_is_refused_and_changes_nothing() {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    r.verdict(&b);
+    r.verdict(&a);
+    let release = correction(CorrectionKind::Release, &a, &r.fp, None, T0);
+    let original: Value = serde_json::from_slice(&a).unwrap();
+    let edit = |member: &str, value: Value| {
+        let mut v = original.clone();
+        v[member] = value;
+        carrying(&release, v)
+    };
+    let content = original["content"].as_str().unwrap();
+    let counts = r.deduper.store().counts();
+    let stored = r.deduper.store().get("a").unwrap();
+    for (forged, differs) in [
+        (
+            edit("content", json!(common::numbered_report("伪造区", 500, 20))),
+            "fingerprint differs",
+        ),
+        (edit("title", json!("另一个标题")), "differs"),
+        (
+            edit("url", json!("https://forged.example/a")),
+            "url differs",
+        ),
+        (
+            edit("published_at", json!("2025-10-03T08:00:00Z")),
+            "published_at differs",
+        ),
+        (
+            // One more sentence: the same simhash is not enough, the sketch tells.
+            edit(
+                "content",
+                json!(format!("{content}另据消息，此事已经全部结束。")),
+            ),
+            "differs",
+        ),
+    ] {
+        let message = refusal_of(&mut r, &forged);
+        assert!(
+            message.contains("not the one the index holds") && message.contains(differs),
+            "{message}"
+        );
+    }
+    assert_eq!(r.deduper.store().counts(), counts, "a refusal wrote");
+    assert_eq!(r.deduper.store().get("a").unwrap(), stored);
+    // Applied with the stored article, then the same correction again carrying other text: the
+    // repeat republishes nothing but the stored article, so it is refused too.
+    assert!(matches!(r.correct(&release), Outcome::Decided { .. }));
+    let applied = r.deduper.store().get("a").unwrap();
+    let message = refusal_of(&mut r, &edit("content", json!("假消息：全部内容被替换。")));
+    assert!(message.contains("not the one the index holds"), "{message}");
+    assert_eq!(r.deduper.store().get("a").unwrap(), applied);
+}
+
+#[test]
+fn a_corrected_record_carries_the_stored_sketch_and_restores_dated_as_the_service_dated_it() {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    // A's claimed time is two days after it arrives (NOW): the service clamps it to NOW.
+    let mut future: Value = serde_json::from_slice(&a).unwrap();
+    future["published_at"] = json!(format_rfc3339(NOW as i64 + 2 * 86_400_000));
+    let a = future.to_string().into_bytes();
+    let original = r.decide(&b).record().to_vec();
+    let decided = r.decide(&a).record().to_vec();
+    let live = r.deduper.store().get("a").unwrap().unwrap();
+    assert!(
+        live.event_time_clamped && live.event_ms == NOW as i64,
+        "{live:?}"
+    );
+    let Outcome::Decided {
+        record, decision, ..
+    } = r.correct(&correction(CorrectionKind::Release, &a, &r.fp, None, T0))
+    else {
+        panic!("refused")
+    };
+    assert_eq!(
+        decision.sketch, live.sketch,
+        "the stored sketch is published"
+    );
+    let corrected = r.deduper.store().get("a").unwrap().unwrap();
+    // Restored as the Kafka edge publishes it: a day and a half later, dated with the stored
+    // event time, with the sketch header; over the decided record (a standby) or alone (a
+    // rebuild reading the unique topic first).
+    let at = NOW + 36 * 3_600_000;
+    let restore_corrected = || {
+        restore::restore(
+            &record,
+            decision.sketch.as_ref(),
+            &r.fp,
+            &RULES,
+            at,
+            Some(decision.event_ms),
+            true,
+        )
+        .unwrap()
+        .unwrap()
+    };
+    for over_decided in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut replica =
+            RocksIndex::open(dir.path(), r.fp.identity(), &IndexConfig::default()).unwrap();
+        for rec in [&original, &decided].into_iter().filter(|_| over_decided) {
+            let restored = restore::restore(rec, None, &r.fp, &RULES, NOW, None, true)
+                .unwrap()
+                .unwrap();
+            replica.apply_restored(Some(&restored), None).unwrap();
+        }
+        replica
+            .apply_restored(Some(&restore_corrected()), None)
+            .unwrap();
+        let got = replica.get("a").unwrap().unwrap();
+        let dating = |x: &newsdedup::index::StoredArticle| {
+            (x.event_ms, x.event_time_clamped, x.published_ms, x.sketch)
+        };
+        assert_eq!(
+            dating(&got),
+            dating(&corrected),
+            "over_decided {over_decided}"
+        );
+        if over_decided {
+            assert_eq!(got.first_seen_ms, corrected.first_seen_ms);
+        }
+    }
+}
+
+#[test]
+fn corrections_take_effect_in_the_order_read_whatever_the_editors_clocks_and_a_replay_changes_nothing(
+) {
+    let mut r = rig(None);
+    let (b, a, _) = false_pair();
+    let mut outputs = vec![
+        r.decide(&b).record().to_vec(),
+        r.decide(&a).record().to_vec(),
+    ];
+    // An editor whose clock says 9999 releases A; another, a year behind the service, merges it
+    // back after seeing the release.
+    let far_future = 253_402_300_000_000; // 9999-12-31
+    let release = correction(CorrectionKind::Release, &a, &r.fp, None, far_future);
+    let Outcome::Decided { record, .. } = r.correct(&release) else {
+        panic!("the far-future release was refused")
+    };
+    outputs.push(record.clone());
+    let out: Value = serde_json::from_slice(&record).unwrap();
+    assert_eq!(out["dedup"]["correction"]["at"], format_rfc3339(NOW as i64));
+    assert_eq!(
+        out["dedup"]["correction"]["made_at"],
+        format_rfc3339(far_future)
+    );
+    let a_year_behind = NOW as i64 - 365 * 86_400_000;
+    let merge = r.after_latest(correction(
+        CorrectionKind::Merge,
+        &a,
+        &r.fp,
+        Some("b"),
+        a_year_behind,
+    ));
+    let Outcome::Decided {
+        record, decision, ..
+    } = r.correct(&merge)
+    else {
+        panic!("the later merge was refused")
+    };
+    outputs.push(record.clone());
+    assert_eq!(linked_to(&decision.verdict), Some("b"));
+    let stored = r.deduper.store().get("a").unwrap().unwrap();
+    let note = stored.correction.clone().unwrap();
+    assert_eq!(
+        (note.at_ms, note.made_ms),
+        (NOW as i64 + 1, Some(a_year_behind)),
+        "stamped after the release"
+    );
+    // Read again: the merge republishes the stored article and changes nothing; the release,
+    // sent again after the merge, is refused and changes nothing.
+    let Outcome::Decided {
+        record: again,
+        decision,
+        ..
+    } = r.correct(&merge)
+    else {
+        panic!("the merge read again was refused")
+    };
+    assert!(decision.replayed);
+    assert_eq!(again, record);
+    let message = refusal_of(&mut r, &release);
+    assert!(message.contains("later correction"), "{message}");
+    assert_eq!(r.deduper.store().get("a").unwrap().unwrap(), stored);
+    assert_eq!(r.deduper.store().separated("a"), Vec::<String>::new());
+    // A rebuild from the output records ends in the same state, in any order of the topics.
+    let ids = ["a", "b"];
+    for order in [outputs.clone(), outputs.iter().rev().cloned().collect()] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut rebuilt =
+            RocksIndex::open(dir.path(), r.fp.identity(), &IndexConfig::default()).unwrap();
+        for rec in &order {
+            let restored = restore::restore(rec, None, &r.fp, &RULES, NOW, None, true)
+                .unwrap()
+                .unwrap();
+            rebuilt.apply_restored(Some(&restored), None).unwrap();
+        }
+        assert_eq!(state(&rebuilt, &ids), state(r.deduper.store(), &ids));
     }
 }
 
@@ -437,7 +677,7 @@ fn corrected_history() -> (Rig, Vec<Vec<u8>>) {
         correction(CorrectionKind::Merge, &a, &r.fp, Some("b"), T0 + 2),
         correction(CorrectionKind::Release, &a, &r.fp, None, T0 + 3),
     ] {
-        let out = r.correct(&corr);
+        let out = r.correct(&r.after_latest(corr.clone()));
         assert!(
             matches!(out, Outcome::Decided { .. }),
             "{corr:?} refused: {out:?}"
@@ -641,4 +881,110 @@ fn the_command_line_writes_corrections_and_batch_applies_them() {
     let copied = d.join("copied.jsonl");
     batch(&copy, None, &copied);
     assert_eq!(lines(&copied)[0]["dedup"]["match"]["id"], "a");
+}
+
+#[test]
+fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (b, a, _) = false_pair();
+    let input = d.join("in.jsonl");
+    std::fs::write(
+        &input,
+        [&b, &a]
+            .iter()
+            .map(|r| String::from_utf8(r.to_vec()).unwrap() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    // Two keys accepted (a rotation); a third the service does not know.
+    for (name, byte) in [("k-old", b'o'), ("k-new", b'n'), ("k-stranger", b's')] {
+        std::fs::write(d.join(name), [byte; 40]).unwrap();
+    }
+    let config = d.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[corrections]\nkeys = [{{ id = \"k-old\", file = {:?} }}, {{ id = \"k-new\", file = {:?} }}]\n",
+            d.join("k-old"),
+            d.join("k-new")
+        ),
+    )
+    .unwrap();
+    let out = d.join("out.jsonl");
+    let index = d.join("index");
+    let batch = |corrections: Option<&Path>, output: &Path| {
+        let mut cmd = bin();
+        cmd.args(["batch", "--quiet", "--config"])
+            .arg(&config)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(output)
+            .arg("--index-dir")
+            .arg(&index);
+        if let Some(c) = corrections {
+            cmd.arg("--corrections").arg(c);
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    batch(None, &out);
+    assert_eq!(lines(&out)[1]["dedup"]["match"]["id"], "b");
+    // Release A: unsigned, signed by a stranger, signed then altered, then signed with the
+    // new key (the only one applied).
+    let write = |name: &str, key: Option<(&str, &str)>| {
+        let path = d.join(name);
+        let mut cmd = bin();
+        cmd.args(["correct", "release", "--id", "a", "--by", "ed", "--records"])
+            .arg(&out)
+            .arg("--write")
+            .arg(&path);
+        if let Some((id, file)) = key {
+            cmd.args(["--key-id", id, "--key-file"]).arg(d.join(file));
+        }
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(&path).unwrap()
+    };
+    let unsigned = write("unsigned.jsonl", None);
+    let stranger = write("stranger.jsonl", Some(("k-stranger", "k-stranger")));
+    let signed = write("signed.jsonl", Some(("k-new", "k-new")));
+    let mut altered: Value = serde_json::from_str(signed.trim()).unwrap();
+    altered["by"] = json!("someone else");
+    assert_eq!(
+        serde_json::from_str::<Value>(signed.trim()).unwrap()["key_id"],
+        "k-new"
+    );
+    let all = d.join("all.jsonl");
+    std::fs::write(&all, format!("{unsigned}{stranger}{altered}\n{signed}")).unwrap();
+    let applied = d.join("applied.jsonl");
+    batch(Some(&all), &applied);
+    let rec = lines(&applied);
+    // The two articles replayed, then one line per correction.
+    assert_eq!(rec.len(), 6, "{rec:?}");
+    for (r, why) in rec[2..5].iter().zip([
+        "not signed",
+        "not one of [corrections] keys",
+        "does not match",
+    ]) {
+        let error = r["dedup"]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.starts_with("unsigned_correction:") && error.contains(why),
+            "{r}"
+        );
+    }
+    let corrected = &rec[5];
+    assert_eq!(corrected["dedup"]["decision"], "unique", "{corrected}");
+    assert_eq!(corrected["dedup"]["correction"]["by"], "ed");
+    assert_eq!(corrected["dedup"]["correction"]["key_id"], "k-new");
+    assert!(
+        crate::cli_batch::schema_violations("output.schema.json", &[corrected.to_string()])
+            .is_empty()
+    );
+    assert!(crate::cli_batch::schema_violations(
+        "correction.schema.json",
+        &[signed.trim().to_owned()]
+    )
+    .is_empty());
 }

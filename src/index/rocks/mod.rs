@@ -568,6 +568,10 @@ impl ArticleStore for RocksIndex {
         self.separated.get(id).cloned().unwrap_or_default()
     }
 
+    fn pair_changed_at(&self, id: &str, other: &str) -> Result<Option<i64>, IndexError> {
+        self.read_pair_time(id, other)
+    }
+
     fn write_correction(
         &mut self,
         id: &str,

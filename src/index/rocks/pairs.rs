@@ -69,6 +69,22 @@ impl RocksIndex {
         Ok(true)
     }
 
+    /// When the latest correction of the pair (`id`, `other`) was applied, if one was.
+    pub(super) fn read_pair_time(&self, id: &str, other: &str) -> Result<Option<i64>, IndexError> {
+        let key = layout::pair_key(id, other);
+        match self
+            .db
+            .get_cf(self.cf(META)?, &key)
+            .map_err(rocks_err(&self.dir))?
+        {
+            None => Ok(None),
+            Some(value) => match decode_pair(&value) {
+                Some((at, _)) => Ok(Some(at)),
+                None => Err(self.bad_pair(&key)),
+            },
+        }
+    }
+
     /// Brings the in-memory pairs up to a written `change` of (`id`, `change.other`).
     pub(super) fn pair_written(&mut self, id: &str, change: &PairChange) {
         for (a, b) in [(id, change.other.as_str()), (change.other.as_str(), id)] {
