@@ -20,6 +20,7 @@ pub const ARTICLES_DUPLICATE: &str = "newsdedup_articles_duplicate_total";
 pub const ARTICLES_INVALID: &str = "newsdedup_articles_invalid_total";
 pub const ARTICLES_REPLAYED: &str = "newsdedup_articles_replayed_total";
 pub const CORRECTIONS: &str = "newsdedup_corrections_total";
+pub const CORRECTIONS_FETCH_ERRORS: &str = "newsdedup_corrections_fetch_errors_total";
 pub const RECORDS_DELIVERED: &str = "newsdedup_records_delivered_total";
 pub const DELIVERY_RETRIES: &str = "newsdedup_delivery_retries_total";
 pub const COMMITS: &str = "newsdedup_commits_total";
@@ -137,6 +138,11 @@ fn describe() {
         CORRECTIONS,
         Unit::Count,
         "Editors' corrections applied, by kind (release, merge); one delivered again after a restart counts again. Refused ones: newsdedup_articles_invalid_total{reason=\"refused_correction\"}."
+    );
+    describe_counter!(
+        CORRECTIONS_FETCH_ERRORS,
+        Unit::Count,
+        "Failed reads of the corrections topic, by code (TopicAuthorizationFailed: the Read ACL is missing); no correction is applied meanwhile."
     );
     describe_counter!(
         RECORDS_DELIVERED,

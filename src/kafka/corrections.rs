@@ -17,6 +17,7 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
@@ -137,7 +138,13 @@ fn run(
         let msg = match consumer.poll(POLL) {
             None => continue,
             Some(Err(e)) => {
-                tracing::debug!("corrections topic: {e}");
+                let message = fetch_failed(&params.topic, &params.service_group, &e);
+                if shared
+                    .health
+                    .should_log(&format!("corrections:{}", error_code(&e)))
+                {
+                    tracing::warn!("{message}");
+                }
                 continue;
             }
             Some(Ok(m)) => m,
@@ -186,6 +193,31 @@ fn run(
             );
         }
     }
+}
+
+fn error_code(e: &KafkaError) -> String {
+    e.rdkafka_error_code()
+        .map_or_else(|| "other".to_owned(), |c| format!("{c:?}"))
+}
+
+/// A failed fetch of the corrections topic: counted in `newsdedup_corrections_fetch_errors_total`
+/// (by code); returns what to log, with what to do. Corrections wait meanwhile, nothing is
+/// skipped.
+fn fetch_failed(topic: &str, service_group: &str, e: &KafkaError) -> String {
+    use RDKafkaErrorCode as C;
+    metrics::counter!(crate::metrics::CORRECTIONS_FETCH_ERRORS, "code" => error_code(e))
+        .increment(1);
+    let todo = match e.rdkafka_error_code() {
+        Some(C::TopicAuthorizationFailed | C::GroupAuthorizationFailed) => format!(
+            "grant the service's principal Read on topic {topic} and on consumer group {}",
+            group_id(service_group)
+        ),
+        Some(C::UnknownTopicOrPartition | C::UnknownTopic) => {
+            format!("create topic {topic} (see the topics of the operations guide)")
+        }
+        _ => "check the broker and the client's settings (-X)".to_owned(),
+    };
+    format!("cannot read corrections from {topic}: {e}; no correction is applied until this is fixed: {todo}")
 }
 
 /// Waits for the acknowledgement of (`partition`, `offset`); None when the engine failed, or a
@@ -243,6 +275,7 @@ fn create(params: &CorrectionsParams) -> Result<BaseConsumer> {
         .set("client.id", "newsdedup-corrections");
     config
         .create()
+        .map_err(|e| super::producer::redacted(e, &params.properties))
         .context("cannot create the corrections consumer")
 }
 
@@ -276,4 +309,62 @@ fn assign(consumer: &BaseConsumer, params: &CorrectionsParams) -> Result<()> {
     consumer
         .assign(&start)
         .with_context(|| format!("cannot assign the partitions of {}", params.topic))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fetch error (a missing Read ACL) is counted and said at warn with what to do, not only
+    /// at debug.
+    #[test]
+    fn a_fetch_error_is_counted_and_says_what_to_do() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let denied = KafkaError::MessageConsumption(RDKafkaErrorCode::TopicAuthorizationFailed);
+        let message = metrics::with_local_recorder(&recorder, || {
+            fetch_failed("articles.corrections", "newsdedup", &denied)
+        });
+        assert!(
+            message.contains("grant the service's principal Read on topic articles.corrections")
+                && message.contains("newsdedup.corrections"),
+            "{message}"
+        );
+        let rendered = handle.render();
+        assert!(
+            rendered.contains(
+                "newsdedup_corrections_fetch_errors_total{code=\"TopicAuthorizationFailed\"} 1"
+            ),
+            "{rendered}"
+        );
+    }
+
+    /// A client that cannot be created does not echo a secret: librdkafka reports a property it
+    /// does not know (here a Java client's setting) with its value.
+    #[test]
+    fn a_client_creation_error_does_not_show_a_secret() {
+        let properties = BTreeMap::from([
+            ("bootstrap.servers".to_owned(), "localhost:9".to_owned()),
+            (
+                "ssl.truststore.password".to_owned(),
+                "hunter2-secret".to_owned(),
+            ),
+        ]);
+        let params = CorrectionsParams {
+            topic: "articles.corrections".into(),
+            properties: properties.clone(),
+            service_group: "newsdedup".into(),
+        };
+        let corrections = format!("{:#}", create(&params).err().expect("refused"));
+        let audit = format!(
+            "{:#}",
+            super::super::audit_source::create(&properties)
+                .err()
+                .expect("refused")
+        );
+        for e in [corrections, audit] {
+            assert!(e.contains("ssl.truststore.password"), "{e}");
+            assert!(!e.contains("hunter2-secret"), "{e}");
+        }
+    }
 }

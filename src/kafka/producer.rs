@@ -54,11 +54,22 @@ pub fn create_producer(
         .map_err(|e| redacted(e, properties))
 }
 
-/// A client creation error with secret property values taken out (librdkafka may quote a value).
+/// A client creation error with secret property values taken out: librdkafka may quote a value,
+/// and a property it does not know (a misspelt secret, `ssl.truststore.password` from a Java
+/// client's settings) is reported with its value.
 pub(crate) fn redacted(e: KafkaError, properties: &BTreeMap<String, String>) -> KafkaError {
+    use super::properties::{is_secret_property, redact_secrets};
     match e {
         KafkaError::ClientCreation(message) => {
-            KafkaError::ClientCreation(super::properties::redact_secrets(&message, properties))
+            KafkaError::ClientCreation(redact_secrets(&message, properties))
+        }
+        KafkaError::ClientConfig(code, description, key, value) => {
+            let value = if is_secret_property(&key) {
+                "<redacted>".to_owned()
+            } else {
+                redact_secrets(&value, properties)
+            };
+            KafkaError::ClientConfig(code, redact_secrets(&description, properties), key, value)
         }
         other => other,
     }
