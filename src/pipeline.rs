@@ -329,6 +329,14 @@ pub trait DecisionStage: Send {
     /// Takes a decided article out of the index (its stored version is `fingerprint`),
     /// durably, because its output can never reach its topic. True if it was there.
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+    /// Undoes the correction of `id` made at `at_ms` (stored as `fingerprint`), durably,
+    /// because its output can never reach its topic. True if it was applied.
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError>;
 }
 
 impl<S: DurableStore> DecisionStage for Deduper<S> {
@@ -354,6 +362,15 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
 
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
         self.store_mut().withdraw(id, fingerprint)
+    }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        self.store_mut().revert_correction(id, fingerprint, at_ms)
     }
 }
 
@@ -459,5 +476,16 @@ impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for 
         let withdrawn = self.decider.withdraw(id, fingerprint)?;
         self.observer.index_changed(&self.decider.counts(), None);
         Ok(withdrawn)
+    }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        let reverted = self.decider.revert_correction(id, fingerprint, at_ms)?;
+        self.observer.index_changed(&self.decider.counts(), None);
+        Ok(reverted)
     }
 }

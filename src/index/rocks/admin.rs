@@ -58,6 +58,15 @@ impl DurableStore for RocksIndex {
         }
         Ok(false)
     }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        RocksIndex::revert_correction(self, id, fingerprint, at_ms)
+    }
 }
 
 impl std::fmt::Debug for SyncHandle {
