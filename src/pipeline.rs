@@ -329,6 +329,8 @@ pub trait DecisionStage: Send {
     /// Takes a decided article out of the index (its stored version is `fingerprint`),
     /// durably, because its output can never reach its topic. True if it was there.
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+    /// Whether the index holds an article `id`.
+    fn holds(&self, id: &str) -> Result<bool, IndexError>;
     /// Undoes the correction of `id` made at `at_ms` (stored as `fingerprint`), durably,
     /// because its output can never reach its topic. True if it was applied.
     fn revert_correction(
@@ -362,6 +364,10 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
 
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
         self.store_mut().withdraw(id, fingerprint)
+    }
+
+    fn holds(&self, id: &str) -> Result<bool, IndexError> {
+        Ok(self.store().get(id)?.is_some())
     }
 
     fn revert_correction(
@@ -476,6 +482,10 @@ impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for 
         let withdrawn = self.decider.withdraw(id, fingerprint)?;
         self.observer.index_changed(&self.decider.counts(), None);
         Ok(withdrawn)
+    }
+
+    fn holds(&self, id: &str) -> Result<bool, IndexError> {
+        self.decider.holds(id)
     }
 
     fn revert_correction(

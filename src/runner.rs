@@ -80,6 +80,10 @@ pub trait Stage<I, P> {
     fn withdraw(&mut self, _id: &str, _fingerprint: Fingerprint) -> Result<bool, Self::Error> {
         Ok(false)
     }
+    /// Whether the index holds an article `id`. Stages that index nothing hold none.
+    fn holds(&self, _id: &str) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
     /// Undoes an applied correction of `id` made at `at_ms` (its output can never be delivered),
     /// durably; true if it was applied. Stages that index nothing have nothing to undo.
     fn revert_correction(
@@ -195,6 +199,8 @@ pub enum ControlError {
 pub enum Control {
     Sync(Sender<Result<(), String>>),
     Withdraw(String, Fingerprint, Sender<Result<bool, String>>),
+    /// Whether the index holds an article.
+    Holds(String, Sender<Result<bool, String>>),
     /// Undo the correction of an article: (id, fingerprint, the correction's time).
     RevertCorrection(String, Fingerprint, i64, Sender<Result<bool, String>>),
 }
@@ -298,6 +304,16 @@ impl RunnerHandle {
                 at_ms,
                 tx,
             ))
+            .map_err(|_| self.stopped())?;
+        answer(rx, timeout, || self.stopped())
+    }
+
+    /// Whether the index holds an article `id` (asked on the apply thread, between two items).
+    /// Waits at most `timeout`.
+    pub fn holds(&self, id: &str, timeout: Duration) -> Result<bool, ControlError> {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(Control::Holds(id.to_owned(), tx))
             .map_err(|_| self.stopped())?;
         answer(rx, timeout, || self.stopped())
     }
@@ -786,6 +802,9 @@ fn serve<I, P, S: Stage<I, P>>(
                         }
                     }
             let _ = reply.send(result);
+        }
+        Control::Holds(id, reply) => {
+            let _ = reply.send(stage.holds(&id).map_err(|e| e.to_string()));
         }
         Control::RevertCorrection(id, fingerprint, at_ms, reply) => {
             let result = stage

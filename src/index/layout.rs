@@ -60,6 +60,10 @@ pub const ALL_FAMILIES: [&str; BLOCKS + 5] = [
 pub const META_IDENTITY: &[u8] = b"fingerprint_identity";
 pub const META_COUNTS: &[u8] = b"counts";
 pub const META_FORMAT: &[u8] = b"format";
+/// A random id given to the index when it is first asked for one (16 hex digits): names what
+/// belongs to this index alone, such as its position in the corrections topic when several
+/// members, each with its own index, share a consumer group.
+pub const META_INSTANCE: &[u8] = b"instance";
 /// Prefix of the `meta` keys `position/<topic>/<partition>` (value: the next offset to read, 8
 /// bytes BE): how far an index built from the service's output topics (`index rebuild`,
 /// `standby`) has read them, written in the same atomic write as the articles read.

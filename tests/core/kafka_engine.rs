@@ -238,6 +238,10 @@ impl DecisionStage for FailAfter {
         DecisionStage::withdraw(&mut self.inner, id, fingerprint)
     }
 
+    fn holds(&self, id: &str) -> Result<bool, IndexError> {
+        DecisionStage::holds(&self.inner, id)
+    }
+
     fn revert_correction(
         &mut self,
         id: &str,
