@@ -217,6 +217,14 @@ impl<'a> Article<'a> {
                 ),
             ));
         }
+        if id.contains('\0') {
+            // The index keys a pair of articles as `<id>\0<other>`: a NUL inside an id would
+            // make that key ambiguous.
+            return Err(InvalidArticle::new(
+                InvalidReason::BadId,
+                "field `id` contains a NUL character (\\u0000), which an id may not hold",
+            ));
+        }
         let invalid = |reason, message: String| {
             InvalidArticle::new(reason, message).with_id(Some(id.clone().into_owned()))
         };
@@ -605,7 +613,7 @@ mod tests {
             }
         };
         let id = string("id")?.ok_or(InvalidReason::MissingField)?;
-        if id.is_empty() || id.len() > MAX_ID_BYTES {
+        if id.is_empty() || id.len() > MAX_ID_BYTES || id.contains('\0') {
             return Err(InvalidReason::BadId);
         }
         let content = string("content")?.ok_or(InvalidReason::MissingField)?;
@@ -705,6 +713,16 @@ mod tests {
         ] {
             assert!(seen.contains(&want), "{want:?} never produced: {seen:?}");
         }
+    }
+
+    /// The index keys a pair of articles as `<id>\0<other>`: an id holding a NUL would make
+    /// the key ambiguous, so it is refused at input.
+    #[test]
+    fn an_id_holding_a_nul_is_refused() {
+        let e = parse(r#"{"id":"a\u0000b","content":"x"}"#).unwrap_err();
+        assert_eq!(e.reason, InvalidReason::BadId);
+        assert!(e.message.contains("NUL"), "{}", e.message);
+        assert!(parse(r#"{"id":"a\u0001b","content":"x"}"#).is_ok());
     }
 
     #[test]

@@ -164,6 +164,14 @@ pub fn prepare_line(
             pipeline::prepare_correction(&bytes, fingerprinter, rules, correction_keys)
         }
         Some(Line::Bytes(bytes)) => pipeline::prepare(&bytes, fingerprinter, rules),
+        Some(Line::TooLong(len)) if line.correction => Prepared::Invalid(InvalidArticle::new(
+            InvalidReason::Oversized,
+            format!(
+                "correction line is {len} bytes; the limit is {} (what a correction of an article of --max-article-bytes {} can take)",
+                crate::correction::max_line_bytes(rules.max_bytes),
+                rules.max_bytes
+            ),
+        )),
         Some(Line::TooLong(len)) => Prepared::Invalid(InvalidArticle::new(
             InvalidReason::Oversized,
             format!(
@@ -200,7 +208,9 @@ pub fn run_batch<D: DecisionStage>(
     let counts = stage.counts();
     let process_start = opts.process_start;
     let mut articles = Some(json_lines(input, opts.max_article_bytes));
-    let mut corrections = corrections.map(|c| numbered_lines(c, opts.max_article_bytes, true));
+    // A correction line embeds an escaped article: its limit is the article's worst case.
+    let correction_line_max = crate::correction::max_line_bytes(opts.max_article_bytes);
+    let mut corrections = corrections.map(|c| numbered_lines(c, correction_line_max, true));
     let source = move || {
         if let Some(next) = articles.as_mut() {
             match next()? {

@@ -184,13 +184,14 @@ impl Config {
 /// `Deserialize` definitions (the field names serde matches, `deny_unknown_fields` refusing any
 /// other), so it cannot drift from what a file may hold.
 pub fn keys() -> Vec<(&'static str, &'static str)> {
-    let sections: [(&'static str, &'static [&'static str]); 6] = [
+    let sections: [(&'static str, &'static [&'static str]); 7] = [
         ("input", struct_fields::<InputConfig>()),
         ("fingerprint", struct_fields::<FingerprintConfig>()),
         ("index", struct_fields::<IndexConfig>()),
         ("dedup", struct_fields::<DedupConfig>()),
         ("image", struct_fields::<ImageConfig>()),
         ("service", struct_fields::<ServiceConfig>()),
+        ("corrections", struct_fields::<CorrectionsConfig>()),
     ];
     assert_eq!(
         struct_fields::<Config>(),

@@ -461,6 +461,7 @@ fn produce(
     config.set("client.id", "newsdedup-correct");
     let producer: BaseProducer<DeliveryContext> = config
         .create_with_context(DeliveryContext::default())
+        .map_err(|e| crate::kafka::producer::redacted(e, properties))
         .context("cannot create the Kafka producer")?;
     producer
         .send(BaseRecord::to(topic).key(key).payload(value))
@@ -583,5 +584,28 @@ impl Watcher {
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The producer `correct` writes with does not echo a secret when it cannot be created.
+    #[test]
+    fn a_producer_creation_error_does_not_show_a_secret() {
+        let properties = BTreeMap::from([
+            ("bootstrap.servers".to_owned(), "localhost:9".to_owned()),
+            (
+                "ssl.truststore.password".to_owned(),
+                "hunter2-secret".to_owned(),
+            ),
+        ]);
+        let e = format!(
+            "{:#}",
+            produce(&properties, "articles.corrections", "a", "{}").expect_err("refused")
+        );
+        assert!(e.contains("ssl.truststore.password"), "{e}");
+        assert!(!e.contains("hunter2-secret"), "{e}");
     }
 }

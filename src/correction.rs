@@ -138,6 +138,9 @@ impl Correction {
                 crate::article::MAX_ID_BYTES
             ));
         }
+        if self.id.contains('\0') || self.into.as_ref().is_some_and(|i| i.contains('\0')) {
+            return bad("an id may not hold a NUL character (\\u0000)".into());
+        }
         match (self.kind, &self.into) {
             (CorrectionKind::Merge, None) => return bad("a merge needs `into`".into()),
             (CorrectionKind::Release, Some(_)) => return bad("a release has no `into`".into()),
@@ -566,6 +569,19 @@ fn decision_of(a: &StoredArticle) -> Decision {
     }
 }
 
+/// The longest line a correction of an article of at most `max_article_bytes` can take (`batch
+/// --corrections`): the article is embedded as a JSON string, where every byte of a valid
+/// article's text escapes to at most 2 (`"`, `\\` and the whitespace JSON allows between
+/// tokens), and the other strings (ids, `by`, `reason`) to at most 6 per byte (`\u00XX`).
+pub fn max_line_bytes(max_article_bytes: usize) -> usize {
+    /// Member names, `kind`, `at`, `fingerprint` and punctuation, with room to spare.
+    const FIXED_BYTES: usize = 512;
+    max_article_bytes
+        .saturating_mul(2)
+        .saturating_add(6 * (2 * crate::article::MAX_ID_BYTES + MAX_BY_BYTES + MAX_REASON_BYTES))
+        .saturating_add(FIXED_BYTES)
+}
+
 /// The exact command that makes a correction, for reports (shell-quoted where needed); with
 /// `since_ms`, `--since` that time (the record the command looks for is not older).
 pub fn command_line(
@@ -584,9 +600,10 @@ pub fn command_line(
             format!("'{}'", s.replace('\'', "'\\''"))
         }
     };
-    let mut line = format!("newsdedup correct {} --id {}", kind.as_str(), quote(id));
+    // `--id=VALUE`, not `--id VALUE`: an id starting with `-` would be read as a flag.
+    let mut line = format!("newsdedup correct {} --id={}", kind.as_str(), quote(id));
     if let Some(into) = into {
-        line.push_str(&format!(" --into {}", quote(into)));
+        line.push_str(&format!(" --into={}", quote(into)));
     }
     if let Some(ms) = since_ms {
         line.push_str(&format!(" --since {}", crate::time::format_rfc3339(ms)));

@@ -20,6 +20,7 @@ pub const ARTICLES_DUPLICATE: &str = "newsdedup_articles_duplicate_total";
 pub const ARTICLES_INVALID: &str = "newsdedup_articles_invalid_total";
 pub const ARTICLES_REPLAYED: &str = "newsdedup_articles_replayed_total";
 pub const CORRECTIONS: &str = "newsdedup_corrections_total";
+pub const CORRECTIONS_FETCH_ERRORS: &str = "newsdedup_corrections_fetch_errors_total";
 pub const RECORDS_DELIVERED: &str = "newsdedup_records_delivered_total";
 pub const DELIVERY_RETRIES: &str = "newsdedup_delivery_retries_total";
 pub const COMMITS: &str = "newsdedup_commits_total";
@@ -168,6 +169,12 @@ pub const DEFINITIONS: &[Definition] = &[
         Kind::Counter,
         Unit::Count,
         "Editors' corrections applied, by kind (release, merge); one delivered again after a restart counts again. Refused ones: newsdedup_articles_invalid_total{reason=\"refused_correction\"}.",
+    ),
+    def(
+        CORRECTIONS_FETCH_ERRORS,
+        Kind::Counter,
+        Unit::Count,
+        "Failed reads of the corrections topic, by code (TopicAuthorizationFailed: the Read ACL is missing); no correction is applied meanwhile.",
     ),
     def(
         RECORDS_DELIVERED,

@@ -366,6 +366,16 @@ pub trait DecisionStage: Send {
     /// Takes a decided article out of the index (its stored version is `fingerprint`),
     /// durably, because its output can never reach its topic. True if it was there.
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+    /// Whether the index holds an article `id`.
+    fn holds(&self, id: &str) -> Result<bool, IndexError>;
+    /// Undoes the correction of `id` made at `at_ms` (stored as `fingerprint`), durably,
+    /// because its output can never reach its topic. True if it was applied.
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError>;
 }
 
 impl<S: DurableStore> DecisionStage for Deduper<S> {
@@ -391,6 +401,19 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
 
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
         self.store_mut().withdraw(id, fingerprint)
+    }
+
+    fn holds(&self, id: &str) -> Result<bool, IndexError> {
+        Ok(self.store().get(id)?.is_some())
+    }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        self.store_mut().revert_correction(id, fingerprint, at_ms)
     }
 }
 
@@ -496,5 +519,20 @@ impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for 
         let withdrawn = self.decider.withdraw(id, fingerprint)?;
         self.observer.index_changed(&self.decider.counts(), None);
         Ok(withdrawn)
+    }
+
+    fn holds(&self, id: &str) -> Result<bool, IndexError> {
+        self.decider.holds(id)
+    }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        let reverted = self.decider.revert_correction(id, fingerprint, at_ms)?;
+        self.observer.index_changed(&self.decider.counts(), None);
+        Ok(reverted)
     }
 }

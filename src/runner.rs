@@ -80,6 +80,20 @@ pub trait Stage<I, P> {
     fn withdraw(&mut self, _id: &str, _fingerprint: Fingerprint) -> Result<bool, Self::Error> {
         Ok(false)
     }
+    /// Whether the index holds an article `id`. Stages that index nothing hold none.
+    fn holds(&self, _id: &str) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
+    /// Undoes an applied correction of `id` made at `at_ms` (its output can never be delivered),
+    /// durably; true if it was applied. Stages that index nothing have nothing to undo.
+    fn revert_correction(
+        &mut self,
+        _id: &str,
+        _fingerprint: Fingerprint,
+        _at_ms: i64,
+    ) -> Result<bool, Self::Error> {
+        Ok(false)
+    }
 }
 
 /// A stage that only maps (nothing to store, nothing to sync): `fingerprint`'s.
@@ -185,6 +199,10 @@ pub enum ControlError {
 pub enum Control {
     Sync(Sender<Result<(), String>>),
     Withdraw(String, Fingerprint, Sender<Result<bool, String>>),
+    /// Whether the index holds an article.
+    Holds(String, Sender<Result<bool, String>>),
+    /// Undo the correction of an article: (id, fingerprint, the correction's time).
+    RevertCorrection(String, Fingerprint, i64, Sender<Result<bool, String>>),
 }
 
 /// The receiving end of [`RunnerHandle`]'s requests, given to [`run`].
@@ -265,6 +283,37 @@ impl RunnerHandle {
         let (tx, rx) = bounded(1);
         self.control
             .send(Control::Withdraw(id.to_owned(), fingerprint, tx))
+            .map_err(|_| self.stopped())?;
+        answer(rx, timeout, || self.stopped())
+    }
+
+    /// Undoes the correction of `id` (stored as `fingerprint`) made at `at_ms`, durably, because
+    /// its output can never reach its destination. Waits at most `timeout` for the apply thread.
+    pub fn revert_correction(
+        &self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+        timeout: Duration,
+    ) -> Result<bool, ControlError> {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(Control::RevertCorrection(
+                id.to_owned(),
+                fingerprint,
+                at_ms,
+                tx,
+            ))
+            .map_err(|_| self.stopped())?;
+        answer(rx, timeout, || self.stopped())
+    }
+
+    /// Whether the index holds an article `id` (asked on the apply thread, between two items).
+    /// Waits at most `timeout`.
+    pub fn holds(&self, id: &str, timeout: Duration) -> Result<bool, ControlError> {
+        let (tx, rx) = bounded(1);
+        self.control
+            .send(Control::Holds(id.to_owned(), tx))
             .map_err(|_| self.stopped())?;
         answer(rx, timeout, || self.stopped())
     }
@@ -752,6 +801,27 @@ fn serve<I, P, S: Stage<I, P>>(
                             handle.fail(format!("cannot withdraw article {id:?} from the index: {e}; stopped deciding"));
                         }
                     }
+            let _ = reply.send(result);
+        }
+        Control::Holds(id, reply) => {
+            let _ = reply.send(stage.holds(&id).map_err(|e| e.to_string()));
+        }
+        Control::RevertCorrection(id, fingerprint, at_ms, reply) => {
+            let result = stage
+                .revert_correction(&id, fingerprint, at_ms)
+                .map_err(|e| e.to_string());
+            match &result {
+                Ok(true) => tracing::warn!(
+                    "undid the correction of article {id:?} made {}: its output was refused by the broker and went to the DLQ; the article keeps its earlier decision",
+                    crate::time::format_rfc3339(at_ms)
+                ),
+                Ok(false) => {}
+                Err(e) => {
+                    handle.fail(format!(
+                        "cannot undo the correction of article {id:?} in the index: {e}; stopped deciding"
+                    ));
+                }
+            }
             let _ = reply.send(result);
         }
     }

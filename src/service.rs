@@ -73,6 +73,11 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
         &abandon,
         Some(correction_acks),
     )?;
+    // One of several members, each with its own index: its corrections position is its index's.
+    let member = match settings.exclusive_grace() {
+        Some(_) => None,
+        None => Some(index.instance_id().context("cannot read the index's id")?),
+    };
     let mut engine = start_engine(
         settings.components.deduper(index),
         fingerprinter,
@@ -92,6 +97,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
                 topic: settings.service.corrections_topic.clone(),
                 properties: settings.consumer_properties.clone(),
                 service_group: settings.service.group_id.clone(),
+                member,
             },
             jobs,
             acknowledged,

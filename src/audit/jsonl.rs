@@ -290,7 +290,7 @@ mod tests {
         let quoted = pair(&r, "d'1 <x>");
         assert_eq!(
             quoted.commands,
-            vec![r"newsdedup correct release --id 'd'\''1 <x>'"]
+            vec![r"newsdedup correct release --id='d'\''1 <x>'"]
         );
         assert_eq!(quoted.to_json()["commands"], json!(quoted.commands));
         // The original came later: release, then merge the later article into the earlier.
@@ -299,8 +299,8 @@ mod tests {
         assert_eq!(
             early.commands,
             vec![
-                "newsdedup correct release --id early",
-                "newsdedup correct merge --id late --into early"
+                "newsdedup correct release --id=early",
+                "newsdedup correct merge --id=late --into=early"
             ]
         );
         // Released already: who did it instead of a command.
@@ -316,7 +316,7 @@ mod tests {
             (m2.sample, m2.reasons.is_empty()),
             (SampleKind::Random, true)
         );
-        assert_eq!(m2.commands, vec!["newsdedup correct release --id m2"]);
+        assert_eq!(m2.commands, vec!["newsdedup correct release --id=m2"]);
         assert_eq!(r.suspicious.len(), 1);
 
         let page = html::render(&r);
@@ -334,13 +334,13 @@ mod tests {
         assert!(corrections.contains("不是同一事件 &lt;见原文&gt;"));
         assert!(corrections.find("m2") < corrections.find("d9"));
         assert!(page.contains(
-            "<pre class=\"commands\"><code>newsdedup correct release --id &#39;d&#39;\\&#39;&#39;1 &lt;x&gt;&#39;</code></pre>"
+            "<pre class=\"commands\"><code>newsdedup correct release --id=&#39;d&#39;\\&#39;&#39;1 &lt;x&gt;&#39;</code></pre>"
         ));
         assert!(page.contains(
-            "<code>newsdedup correct release --id early\nnewsdedup correct merge --id late --into early</code>"
+            "<code>newsdedup correct release --id=early\nnewsdedup correct merge --id=late --into=early</code>"
         ));
         assert!(!page.contains("<x>") && !page.contains("<见原文>"));
-        assert!(!page.contains("--id d9"));
+        assert!(!page.contains("--id=d9"));
     }
 
     #[test]
@@ -355,7 +355,7 @@ mod tests {
         assert!(
             page.contains("<h2>Corrections (0)</h2>\n<p class=\"muted\">None in this range.</p>")
         );
-        assert!(page.contains("<code>newsdedup correct release --id d1</code>"));
+        assert!(page.contains("<code>newsdedup correct release --id=d1</code>"));
     }
 
     #[test]
@@ -383,7 +383,7 @@ mod tests {
         ]);
         assert_eq!(r.corrections.len(), 2);
         let r2 = pair(&r, "r2");
-        assert_eq!(r2.commands, vec!["newsdedup correct release --id r2"]);
+        assert_eq!(r2.commands, vec!["newsdedup correct release --id=r2"]);
         assert!(r2.notes.is_empty(), "{:?}", r2.notes);
     }
 }

@@ -32,8 +32,9 @@
 //!   value = article id (UTF-8)
 //! Keys sort oldest first, so the articles due for removal are one range at the start.
 //! `meta`: fingerprint identity, format and counters (articles, unique, next sequence number and
-//! stream time: 4 x 8 bytes BE), the read positions of a rebuilt index, and the pairs editors
-//! separated (`pair/...`, see `META_PAIR_PREFIX`).
+//! stream time: 4 x 8 bytes BE), the read positions of a rebuilt index, the pairs editors
+//! separated (`pair/...`, see `META_PAIR_PREFIX`) and what each article's latest correction
+//! replaced (`undo/...`, see `META_UNDO_PREFIX`).
 
 use crate::simhash::BLOCKS;
 
@@ -59,6 +60,10 @@ pub const ALL_FAMILIES: [&str; BLOCKS + 5] = [
 pub const META_IDENTITY: &[u8] = b"fingerprint_identity";
 pub const META_COUNTS: &[u8] = b"counts";
 pub const META_FORMAT: &[u8] = b"format";
+/// A random id given to the index when it is first asked for one (16 hex digits): names what
+/// belongs to this index alone, such as its position in the corrections topic when several
+/// members, each with its own index, share a consumer group.
+pub const META_INSTANCE: &[u8] = b"instance";
 /// Prefix of the `meta` keys `position/<topic>/<partition>` (value: the next offset to read, 8
 /// bytes BE): how far an index built from the service's output topics (`index rebuild`,
 /// `standby`) has read them, written in the same atomic write as the articles read.
@@ -86,6 +91,22 @@ pub fn parse_pair_key(key: &[u8]) -> Option<(String, String)> {
         std::str::from_utf8(&rest[..split]).ok()?.to_owned(),
         std::str::from_utf8(&rest[split + 1..]).ok()?.to_owned(),
     ))
+}
+
+/// Prefix of the `meta` keys `undo/<id>`: what the latest correction of `id` replaced (the
+/// correction's time, 8 bytes BE Unix ms; the other id of the pair it changed, its length 4 bytes
+/// BE first; that pair's value before it, its length 4 bytes BE first, 0 when it had none, or
+/// `u32::MAX` when the correction left the pair alone; then the article's `articles` value
+/// before it), written with the correction, so that a correction whose output can never be
+/// published is undone exactly (`RocksIndex::revert_correction`). Overwritten by the next
+/// correction of the id, removed when undone.
+pub const META_UNDO_PREFIX: &[u8] = b"undo/";
+
+/// The `meta` key of what the latest correction of `id` replaced.
+pub fn undo_key(id: &str) -> Vec<u8> {
+    let mut k = META_UNDO_PREFIX.to_vec();
+    k.extend_from_slice(id.as_bytes());
+    k
 }
 
 /// The `meta` key of the read position of `topic` [`partition`].

@@ -614,6 +614,15 @@ pub trait DurableStore: ArticleStore + Send {
     }
     /// Removes `id` if its stored version has `fingerprint`, durably; true if it did.
     fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+    /// Undoes the correction of `id` made at `at_ms` if its stored version is `fingerprint` with
+    /// that correction (the article and the pair as they were before it), durably; true if it
+    /// did.
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError>;
 }
 
 impl Serialize for Fingerprint {

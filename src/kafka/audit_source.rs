@@ -78,6 +78,7 @@ pub(crate) fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsum
     config.set("enable.partition.eof", "true");
     config
         .create()
+        .map_err(|e| super::producer::redacted(e, properties))
         .context("cannot create the Kafka consumer (check -X properties)")
 }
 

@@ -10,6 +10,12 @@
 //! another instance of the service's own group). One correction at a time: they are rare, and
 //! their order is the topic's. Nothing is fetched while the group rules keep this member from
 //! deciding (`Shared::deciding`): a waiting newcomer applies nothing.
+//!
+//! When several members share the group (`exclusive_grace_ms = 0`), each with its own index,
+//! every member reads every correction, under a position of its own index
+//! (`<group-id>.corrections.<index id>`), and applies only those of articles its index holds:
+//! a correction of an article the index does not hold is passed over (no output, position
+//! committed), so each correction has one outcome, from the member that holds its article.
 
 use super::consumer::Shared;
 use super::record::{InputMessage, OutputKind};
@@ -17,6 +23,7 @@ use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
@@ -33,10 +40,17 @@ const RETRY: Duration = Duration::from_secs(5);
 /// On stop, how long the acknowledgement of a correction handed over is waited for.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
-/// The consumer group under which `run` commits its position in the corrections topic.
-pub fn group_id(service_group: &str) -> String {
-    format!("{service_group}.corrections")
+/// The consumer group under which `run` commits its position in the corrections topic:
+/// `<group>.corrections`, or `<group>.corrections.<index id>` for one of several members.
+pub fn group_id(service_group: &str, member: Option<&str>) -> String {
+    match member {
+        None => format!("{service_group}.corrections"),
+        Some(index_id) => format!("{service_group}.corrections.{index_id}"),
+    }
 }
+
+/// Longest wait for the decision thread to say whether the index holds an article.
+const HOLDS_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the loop needs.
 pub struct CorrectionsParams {
@@ -44,6 +58,9 @@ pub struct CorrectionsParams {
     /// The consumer's librdkafka properties (`group.id` is replaced by [`group_id`]).
     pub properties: BTreeMap<String, String>,
     pub service_group: String,
+    /// One of several members of the group (`exclusive_grace_ms = 0`): the id of its index,
+    /// which names its position; only corrections of articles its index holds are applied.
+    pub member: Option<String>,
 }
 
 /// The engine's queue as the loop holds it: taken away when the service stops, so that the
@@ -137,12 +154,41 @@ fn run(
         let msg = match consumer.poll(POLL) {
             None => continue,
             Some(Err(e)) => {
-                tracing::debug!("corrections topic: {e}");
+                let message = fetch_failed(
+                    &params.topic,
+                    &group_id(&params.service_group, params.member.as_deref()),
+                    &e,
+                );
+                if shared
+                    .health
+                    .should_log(&format!("corrections:{}", error_code(&e)))
+                {
+                    tracing::warn!("{message}");
+                }
                 continue;
             }
             Some(Ok(m)) => m,
         };
         let (partition, offset) = (msg.partition(), msg.offset());
+        if params.member.is_some() {
+            match not_held(shared, msg.payload()) {
+                Ok(None) => {}
+                Ok(Some(id)) => {
+                    tracing::info!(
+                        "correction {}[{partition}]@{offset} of article {id:?} passed over: this member's index does not hold it (the member holding it applies it)",
+                        params.topic
+                    );
+                    drop(msg);
+                    commit_position(&consumer, params, partition, offset);
+                    continue;
+                }
+                Err(e) => {
+                    // Stopping, or the engine failed: not committed, read again after a restart.
+                    tracing::debug!("corrections: {e}");
+                    return;
+                }
+            }
+        }
         let input = super::consumer::detach(&msg, &topic, 0, true);
         drop(msg);
         // The sender is cloned for this one send: `close` can take it away at any time.
@@ -167,25 +213,77 @@ fn run(
                 kind.as_str()
             ),
         }
-        let mut tpl = TopicPartitionList::new();
-        if let Err(e) = tpl
-            .add_partition_offset(&params.topic, partition, Offset::Offset(offset + 1))
-            .map_err(anyhow::Error::from)
-            .and_then(|()| {
-                consumer
-                    .commit(&tpl, CommitMode::Sync)
-                    .map_err(anyhow::Error::from)
-            })
-        {
-            // Applied and published: a correction read again is recognised and only published
-            // again.
-            tracing::warn!(
-                "cannot commit the corrections position {}[{partition}]@{}: {e}; the correction is applied again after a restart (which changes nothing)",
-                params.topic,
-                offset + 1
-            );
-        }
+        commit_position(&consumer, params, partition, offset);
     }
+}
+
+/// The id of the article a correction record names when this member's index does not hold it
+/// (None: it holds it, or the record is no correction, which the engine refuses with the
+/// reason).
+fn not_held(shared: &Shared, payload: Option<&[u8]>) -> Result<Option<String>> {
+    let Some(correction) = payload.and_then(|p| crate::correction::Correction::parse(p).ok())
+    else {
+        return Ok(None);
+    };
+    let held = shared
+        .engine
+        .holds(&correction.id, HOLDS_TIMEOUT)
+        .map_err(|e| {
+            anyhow::anyhow!("cannot ask the index for article {:?}: {e}", correction.id)
+        })?;
+    Ok((!held).then_some(correction.id))
+}
+
+/// Commits the position after (`partition`, `offset`): that correction is done (applied and
+/// published, refused, or passed over).
+fn commit_position(
+    consumer: &BaseConsumer,
+    params: &CorrectionsParams,
+    partition: i32,
+    offset: i64,
+) {
+    let mut tpl = TopicPartitionList::new();
+    if let Err(e) = tpl
+        .add_partition_offset(&params.topic, partition, Offset::Offset(offset + 1))
+        .map_err(anyhow::Error::from)
+        .and_then(|()| {
+            consumer
+                .commit(&tpl, CommitMode::Sync)
+                .map_err(anyhow::Error::from)
+        })
+    {
+        // Applied and published: a correction read again is recognised and only published
+        // again.
+        tracing::warn!(
+            "cannot commit the corrections position {}[{partition}]@{}: {e}; the correction is applied again after a restart (which changes nothing)",
+            params.topic,
+            offset + 1
+        );
+    }
+}
+
+fn error_code(e: &KafkaError) -> String {
+    e.rdkafka_error_code()
+        .map_or_else(|| "other".to_owned(), |c| format!("{c:?}"))
+}
+
+/// A failed fetch of the corrections topic: counted in `newsdedup_corrections_fetch_errors_total`
+/// (by code); returns what to log, with what to do. Corrections wait meanwhile, nothing is
+/// skipped.
+fn fetch_failed(topic: &str, group: &str, e: &KafkaError) -> String {
+    use RDKafkaErrorCode as C;
+    metrics::counter!(crate::metrics::CORRECTIONS_FETCH_ERRORS, "code" => error_code(e))
+        .increment(1);
+    let todo = match e.rdkafka_error_code() {
+        Some(C::TopicAuthorizationFailed | C::GroupAuthorizationFailed) => format!(
+            "grant the service's principal Read on topic {topic} and on consumer group {group}"
+        ),
+        Some(C::UnknownTopicOrPartition | C::UnknownTopic) => {
+            format!("create topic {topic} (see the topics of the operations guide)")
+        }
+        _ => "check the broker and the client's settings (-X)".to_owned(),
+    };
+    format!("cannot read corrections from {topic}: {e}; no correction is applied until this is fixed: {todo}")
 }
 
 /// Waits for the acknowledgement of (`partition`, `offset`); None when the engine failed, or a
@@ -230,7 +328,10 @@ fn create(params: &CorrectionsParams) -> Result<BaseConsumer> {
         config.set(k, v);
     }
     config
-        .set("group.id", group_id(&params.service_group))
+        .set(
+            "group.id",
+            group_id(&params.service_group, params.member.as_deref()),
+        )
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
@@ -243,6 +344,7 @@ fn create(params: &CorrectionsParams) -> Result<BaseConsumer> {
         .set("client.id", "newsdedup-corrections");
     config
         .create()
+        .map_err(|e| super::producer::redacted(e, &params.properties))
         .context("cannot create the corrections consumer")
 }
 
@@ -259,7 +361,7 @@ fn assign(consumer: &BaseConsumer, params: &CorrectionsParams) -> Result<()> {
         .with_context(|| {
             format!(
                 "cannot read the committed offsets of group {}",
-                group_id(&params.service_group)
+                group_id(&params.service_group, params.member.as_deref())
             )
         })?;
     let mut start = TopicPartitionList::new();
@@ -276,4 +378,63 @@ fn assign(consumer: &BaseConsumer, params: &CorrectionsParams) -> Result<()> {
     consumer
         .assign(&start)
         .with_context(|| format!("cannot assign the partitions of {}", params.topic))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fetch error (a missing Read ACL) is counted and said at warn with what to do, not only
+    /// at debug.
+    #[test]
+    fn a_fetch_error_is_counted_and_says_what_to_do() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let denied = KafkaError::MessageConsumption(RDKafkaErrorCode::TopicAuthorizationFailed);
+        let message = metrics::with_local_recorder(&recorder, || {
+            fetch_failed("articles.corrections", "newsdedup.corrections", &denied)
+        });
+        assert!(
+            message.contains("grant the service's principal Read on topic articles.corrections")
+                && message.contains("newsdedup.corrections"),
+            "{message}"
+        );
+        let rendered = handle.render();
+        assert!(
+            rendered.contains(
+                "newsdedup_corrections_fetch_errors_total{code=\"TopicAuthorizationFailed\"} 1"
+            ),
+            "{rendered}"
+        );
+    }
+
+    /// A client that cannot be created does not echo a secret: librdkafka reports a property it
+    /// does not know (here a Java client's setting) with its value.
+    #[test]
+    fn a_client_creation_error_does_not_show_a_secret() {
+        let properties = BTreeMap::from([
+            ("bootstrap.servers".to_owned(), "localhost:9".to_owned()),
+            (
+                "ssl.truststore.password".to_owned(),
+                "hunter2-secret".to_owned(),
+            ),
+        ]);
+        let params = CorrectionsParams {
+            topic: "articles.corrections".into(),
+            properties: properties.clone(),
+            service_group: "newsdedup".into(),
+            member: None,
+        };
+        let corrections = format!("{:#}", create(&params).err().expect("refused"));
+        let audit = format!(
+            "{:#}",
+            super::super::audit_source::create(&properties)
+                .err()
+                .expect("refused")
+        );
+        for e in [corrections, audit] {
+            assert!(e.contains("ssl.truststore.password"), "{e}");
+            assert!(!e.contains("hunter2-secret"), "{e}");
+        }
+    }
 }

@@ -54,11 +54,22 @@ pub fn create_producer(
         .map_err(|e| redacted(e, properties))
 }
 
-/// A client creation error with secret property values taken out (librdkafka may quote a value).
+/// A client creation error with secret property values taken out: librdkafka may quote a value,
+/// and a property it does not know (a misspelt secret, `ssl.truststore.password` from a Java
+/// client's settings) is reported with its value.
 pub(crate) fn redacted(e: KafkaError, properties: &BTreeMap<String, String>) -> KafkaError {
+    use super::properties::{is_secret_property, redact_secrets};
     match e {
         KafkaError::ClientCreation(message) => {
-            KafkaError::ClientCreation(super::properties::redact_secrets(&message, properties))
+            KafkaError::ClientCreation(redact_secrets(&message, properties))
+        }
+        KafkaError::ClientConfig(code, description, key, value) => {
+            let value = if is_secret_property(&key) {
+                "<redacted>".to_owned()
+            } else {
+                redact_secrets(&value, properties)
+            };
+            KafkaError::ClientConfig(code, redact_secrets(&description, properties), key, value)
         }
         other => other,
     }
@@ -360,9 +371,10 @@ async fn deliver(
         record = match on_failure(&out, record, &error, &ticket, since) {
             Next::Replace(r) => {
                 // The decided article will never be in its topic: take it out of the index first
-                // (durably), so the offset is never committed with it indexed.
+                // (durably), so the offset is never committed with it indexed; a correction's
+                // record is undone instead (its article was published before).
                 if let Some(indexed) = indexed {
-                    if let Err(why) = withdraw(&out, indexed).await {
+                    if let Err(why) = take_back(&out, indexed).await {
                         out.fail(why);
                         return;
                     }
@@ -417,22 +429,37 @@ async fn deliver(
 /// Longest wait for the decision thread to withdraw an article.
 const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// [`RunnerHandle::withdraw`] off the async runtime (it blocks on the decision thread); the
-/// failure to report if it cannot be done.
-async fn withdraw(out: &Output, indexed: record::Indexed) -> Result<(), String> {
+/// [`undo`] off the async runtime (it blocks on the decision thread); the failure to report if
+/// it cannot be done.
+async fn take_back(out: &Output, indexed: record::Indexed) -> Result<(), String> {
     let Some(engine) = out.engine.get().cloned() else {
         return Err(format!(
-            "cannot withdraw article {:?} from the index: no decision stage attached",
+            "cannot take article {:?} back from the index: no decision stage attached",
             indexed.id
         ));
     };
     let id = indexed.id.clone();
-    match tokio::task::spawn_blocking(move || engine.withdraw(&indexed.id, indexed.fingerprint, WITHDRAW_TIMEOUT)).await {
+    match tokio::task::spawn_blocking(move || undo(&engine, &indexed, WITHDRAW_TIMEOUT)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!(
-            "cannot withdraw article {id:?}, whose output the broker refused, from the index: {e}; stopped, nothing after it is committed"
+            "cannot take article {id:?}, whose output the broker refused, back from the index: {e}; stopped, nothing after it is committed"
         )),
-        Err(e) => Err(format!("withdrawing article {id:?} from the index failed: {e}")),
+        Err(e) => Err(format!("taking article {id:?} back from the index failed: {e}")),
+    }
+}
+
+/// What the index must forget when the output record of `indexed` can never be published, so
+/// that it agrees with the output topics (what a standby or a rebuild reads): an article decided
+/// is withdrawn; a correction is undone, its article keeping the decision published before.
+/// Blocks on the decision thread for at most `timeout`; true if the index changed.
+pub fn undo(
+    engine: &RunnerHandle,
+    indexed: &record::Indexed,
+    timeout: Duration,
+) -> Result<bool, crate::runner::ControlError> {
+    match indexed.correction_at_ms {
+        Some(at_ms) => engine.revert_correction(&indexed.id, indexed.fingerprint, at_ms, timeout),
+        None => engine.withdraw(&indexed.id, indexed.fingerprint, timeout),
     }
 }
 

@@ -96,6 +96,10 @@ pub struct OutputRecord {
 pub struct Indexed {
     pub id: String,
     pub fingerprint: Fingerprint,
+    /// Of a correction's record: the correction's time. Its article was published before, so a
+    /// refused record undoes the correction (`RunnerHandle::revert_correction`) instead of
+    /// withdrawing the article.
+    pub correction_at_ms: Option<i64>,
 }
 
 /// Identifies the input message an output record answers, for acknowledgement.
@@ -201,6 +205,11 @@ pub fn decided_record(
         indexed: Some(Indexed {
             id: id.to_owned(),
             fingerprint: decision.fingerprint,
+            correction_at_ms: if input.correction {
+                decision.correction.as_ref().map(|note| note.at_ms)
+            } else {
+                None
+            },
         }),
         invalid_line: None,
     }
@@ -275,13 +284,20 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputR
         OutputKind::Dlq => "the dead-letter record".to_owned(),
         kind => format!("the {} output record", kind.as_str()),
     };
+    let correction = rejected
+        .indexed
+        .as_ref()
+        .is_some_and(|i| i.correction_at_ms.is_some());
+    let message = if correction {
+        format!("correction refused: the broker refused {what} of {original_len} bytes ({broker_error}); the correction is not applied and the article keeps its earlier decision; value truncated")
+    } else {
+        format!(
+            "the broker refused {what} of {original_len} bytes ({broker_error}); value truncated"
+        )
+    };
     let error = InvalidArticle {
         reason: InvalidReason::Oversized,
-        message: truncate_utf8(
-            &format!("the broker refused {what} of {original_len} bytes ({broker_error}); value truncated"),
-            MAX_ERROR_MESSAGE_BYTES,
-        )
-        .to_owned(),
+        message: truncate_utf8(&message, MAX_ERROR_MESSAGE_BYTES).to_owned(),
         id: rejected.indexed.as_ref().map(|i| i.id.clone()),
     };
     headers.push((H_DECISION.into(), b"invalid".to_vec()));

@@ -527,7 +527,7 @@ fn audit_of_the_kafka_topics() {
         // (An id with shell characters is quoted.)
         let release = p["commands"][0].as_str().unwrap_or_default();
         assert!(
-            release.starts_with("newsdedup correct release --id ")
+            release.starts_with("newsdedup correct release --id=")
                 && release.contains(" --since 20"),
             "{p}"
         );

@@ -642,3 +642,78 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
     let (status, _) = promoted.terminate(Duration::from_secs(30));
     assert!(status.success(), "promoted: {}", promoted.log());
 }
+
+/// Several members, each with its own index (`--exclusive-grace-ms 0`): every member reads every
+/// correction under a position of its own, and only the member whose index holds the article
+/// applies it. One outcome per correction: the release is published once, no member that lacks
+/// the article sends a refusal to the DLQ, and `correct` reports it applied.
+#[test]
+fn with_several_members_a_correction_has_one_outcome_from_the_member_holding_its_article() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let broker = Broker::start(d);
+    broker.create_service_topics(2);
+    broker.create_topics(&["articles.corrections:1"]);
+    let b = broker.bootstrap.as_str();
+    let several = ["--exclusive-grace-ms", "0"];
+    let first = start_service(b, &d.join("index-1"), &d.join("run-1.log"), &several);
+    first.wait_http();
+    let second = start_service(b, &d.join("index-2"), &d.join("run-2.log"), &several);
+    second.wait_http();
+    let logs = || format!("{}\n---\n{}", first.log(), second.log());
+    // Both hold a partition: the second member's assignment is the settled one.
+    wait_until("the second member's assignment", &logs, || {
+        second.log().contains("resuming from committed offsets")
+    });
+    std::thread::sleep(Duration::from_secs(2));
+
+    // Every article on partition 0: one member's index holds them all.
+    produce(b, "articles.raw", &first_articles(), Some(0));
+    let mut reader = Reader::new(b, &OUTPUTS);
+    reader.wait_outputs(5, Duration::from_secs(120), &logs);
+    let before = decisions(
+        reader
+            .got
+            .iter()
+            .map(|o| o.json())
+            .collect::<Vec<_>>()
+            .iter(),
+    );
+    assert_eq!(before["a"], ("duplicate".into(), "b".into()), "the setup");
+
+    let release = correct(b, &["release", "--id", "a", "--by", "ed"]);
+    assert!(
+        release.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&release.stderr),
+        logs()
+    );
+    let said: Value = serde_json::from_slice(&release.stdout).expect("report");
+    assert_eq!(said["outcome"], "applied", "{said}");
+    // Both members read the correction within a second or two of each other.
+    reader.poll_for(Duration::from_secs(5));
+    let dead: Vec<(Option<String>, Option<String>)> = reader
+        .got
+        .iter()
+        .filter(|o| o.topic == "articles.dlq")
+        .map(|o| {
+            (
+                o.key.clone(),
+                o.headers.get("newsdedup.error.message").cloned(),
+            )
+        })
+        .collect();
+    assert!(dead.is_empty(), "refusals: {dead:?}\n{}", logs());
+    let releases = reader
+        .got
+        .iter()
+        .filter(|o| o.key.as_deref() == Some("a") && o.json()["dedup"]["correction"].is_object())
+        .count();
+    assert_eq!(releases, 1, "the release published once\n{}", logs());
+    // The member without the article read the correction and passed it over.
+    wait_until(
+        "the other member passing the correction over",
+        &logs,
+        || logs().contains("passed over: this member's index does not hold it"),
+    );
+}

@@ -988,3 +988,125 @@ fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
     )
     .is_empty());
 }
+
+/// An id holding a NUL would make the index's pair keys (`<id>\0<other>`) ambiguous: a correction
+/// naming one, as `id` or `into`, is not a correction.
+#[test]
+fn a_correction_naming_an_id_with_a_nul_is_refused() {
+    let r = rig(None);
+    let (b, a, _) = false_pair();
+    let mut release = correction(CorrectionKind::Release, &a, &r.fp, None, T0);
+    release.id = "a\0b".into();
+    let merge = correction(CorrectionKind::Merge, &b, &r.fp, Some("x\0y"), T0);
+    for c in [release, merge] {
+        match pipeline::prepare_correction(
+            c.to_json().as_bytes(),
+            &r.fp,
+            &RULES,
+            &SigningKeys::default(),
+        ) {
+            pipeline::Prepared::Invalid(e) => {
+                assert_eq!(e.reason, InvalidReason::BadCorrection);
+                assert!(e.message.contains("NUL"), "{}", e.message);
+            }
+            _ => panic!("accepted a correction naming {:?} / {:?}", c.id, c.into),
+        }
+    }
+}
+
+/// The command an audit suggests for an id starting with `-` runs as printed (`--id -a` would
+/// hand `-a` to the parser as flags).
+#[test]
+fn the_suggested_command_works_for_an_id_starting_with_a_dash() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (b, a, _) = false_pair();
+    let renamed = |raw: &[u8], id: &str| {
+        let mut v: Value = serde_json::from_slice(raw).unwrap();
+        v["id"] = json!(id);
+        v.to_string()
+    };
+    let input = d.join("in.jsonl");
+    std::fs::write(
+        &input,
+        format!("{}\n{}\n", renamed(&b, "-b"), renamed(&a, "-a")),
+    )
+    .unwrap();
+    let out = d.join("out.jsonl");
+    let o = bin()
+        .args(["batch", "--quiet", "--input"])
+        .arg(&input)
+        .arg("--output")
+        .arg(&out)
+        .arg("--index-dir")
+        .arg(d.join("index"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(lines(&out)[1]["dedup"]["match"]["id"], "-b");
+    let command = newsdedup::correction::command_line(CorrectionKind::Release, "-a", None, None);
+    // Plain words (nothing to unquote in this id).
+    let words: Vec<&str> = command.split(' ').collect();
+    assert_eq!(words[0], "newsdedup", "{command}");
+    let corrections = d.join("corrections.jsonl");
+    let o = bin()
+        .args(&words[1..])
+        .args(["--by", "ed", "--records"])
+        .arg(&out)
+        .arg("--write")
+        .arg(&corrections)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let written: Value =
+        serde_json::from_str(std::fs::read_to_string(&corrections).unwrap().trim()).unwrap();
+    assert_eq!(written["id"], "-a");
+}
+
+/// A line of `batch --corrections` embeds its article as an escaped JSON string, longer than the
+/// article itself: a correction of an article within `--max-article-bytes` is read, not refused
+/// as `oversized`.
+#[test]
+fn a_correction_line_longer_than_the_article_limit_is_read() {
+    const MAX: usize = 4096;
+    let r = rig(None);
+    // Quotes escape to two bytes each: the article fits the limit, its correction line does not.
+    let content = "国务院常务会议部署进一步做好稳就业工作。".to_owned() + &"\"\"".repeat(800);
+    let raw = article("q", &content, "2025-10-01T00:00:00Z");
+    assert!(raw.len() <= MAX, "{}", raw.len());
+    let c = correction(CorrectionKind::Release, &raw, &r.fp, None, T0);
+    let line = c.to_json();
+    assert!(line.len() > MAX, "{}", line.len());
+    let dir = tempfile::tempdir().unwrap();
+    let index = RocksIndex::open(dir.path(), r.fp.identity(), &IndexConfig::default()).unwrap();
+    let opts = newsdedup::batch::BatchOptions {
+        threads: 1,
+        max_article_bytes: MAX,
+        published_at_offset: UtcOffset::UTC,
+        progress_every: None,
+        process_start: std::time::Instant::now(),
+        correction_keys: Default::default(),
+    };
+    let mut out = Vec::new();
+    let (summary, _) = newsdedup::batch::run_batch(
+        std::io::Cursor::new(Vec::<u8>::new()),
+        Some(std::io::Cursor::new(line + "\n")),
+        &mut out,
+        &r.fp,
+        Deduper::with_config(index, DedupConfig::default()),
+        &opts,
+    )
+    .unwrap();
+    // Read and applied: refused because the article was never decided here, not as oversized.
+    assert_eq!(
+        summary.outcomes.invalid.get("refused_correction"),
+        Some(&1),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+    assert_eq!(summary.outcomes.invalid.get("oversized"), None);
+}

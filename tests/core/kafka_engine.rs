@@ -238,6 +238,19 @@ impl DecisionStage for FailAfter {
     ) -> Result<bool, IndexError> {
         DecisionStage::withdraw(&mut self.inner, id, fingerprint)
     }
+
+    fn holds(&self, id: &str) -> Result<bool, IndexError> {
+        DecisionStage::holds(&self.inner, id)
+    }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: newsdedup::simhash::Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        DecisionStage::revert_correction(&mut self.inner, id, fingerprint, at_ms)
+    }
 }
 
 #[test]
@@ -402,13 +415,13 @@ impl OutputSink for RefusingSink {
             .indexed
             .clone()
             .expect("a decided record names its index entry");
-        // Off the decision thread, as the producer's delivery tasks are.
-        let withdrawn = std::thread::spawn(move || {
-            engine.withdraw(&indexed.id, indexed.fingerprint, Duration::from_secs(10))
+        // Off the decision thread, as the producer's delivery tasks are; what the producer does.
+        let taken_back = std::thread::spawn(move || {
+            newsdedup::kafka::producer::undo(&engine, &indexed, Duration::from_secs(10))
         })
         .join()
-        .expect("withdraw thread");
-        assert_eq!(withdrawn, Ok(true));
+        .expect("undo thread");
+        assert_eq!(taken_back, Ok(true));
         let fallback = newsdedup::kafka::record::oversized_fallback(record, "MessageSizeTooLarge");
         self.inner.send(fallback, ticket);
     }
@@ -504,4 +517,137 @@ fn an_output_refused_after_indexing_is_withdrawn_so_the_index_agrees_with_the_to
         );
     }
     assert!(live.get("big").expect("get").is_none());
+}
+
+/// A correction whose output the broker refuses as too large is refused: its record goes to the
+/// DLQ with the reason, and the index keeps the article as it was before (its decision, its
+/// pair), which is what a standby or a rebuild holds, since the output topics never saw the
+/// correction. (Withdrawing the article, as for an article decided, would drop one the topics
+/// hold: later copies would be decided differently by the service and by its replicas.)
+#[test]
+fn a_correction_refused_as_too_large_is_undone_and_the_article_stays() {
+    use newsdedup::index::{ArticleStore, CorrectionKind, StoredDecision};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let delivered = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let story = |id: &str| {
+        let (_, content, published) = common::correction_articles()
+            .into_iter()
+            .find(|(i, _, _)| *i == id)
+            .expect("a story article");
+        json!({"id": id, "title": "", "content": content, "published_at": published})
+    };
+    // B, then A, which the engine links to B.
+    let (b, a) = (story("b"), story("a"));
+    let largest = [&a, &b]
+        .iter()
+        .map(|v| serde_json::to_vec(v).expect("json").len())
+        .max()
+        .expect("two");
+    // Their outputs fit; the release of A, with a 4 KB reason, does not.
+    let sink = RefusingSink {
+        limit: largest + 2048,
+        engine: Arc::default(),
+        inner: delivered.clone(),
+    };
+    let mut engine = start(dir.path(), sink);
+    let epoch = tracker.lock().assign(0);
+    for (offset, value) in [&b, &a].into_iter().enumerate() {
+        tracker.lock().register(0, offset as i64);
+        engine
+            .submit(message(0, offset as i64, epoch, value))
+            .expect("submit");
+    }
+    let wait_for = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while delivered.out.lock().len() < n {
+            assert!(Instant::now() < deadline, "engine did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for(2);
+    let decided: Value = serde_json::from_slice(&delivered.out.lock()[1].0.payload).expect("json");
+    assert_eq!(decided["dedup"]["match"]["id"], "b", "{}", decided["dedup"]);
+    let release = newsdedup::correction::Correction {
+        kind: CorrectionKind::Release,
+        id: "a".into(),
+        into: None,
+        by: Some("editor".into()),
+        reason: Some("两篇报道不同。".repeat(190)),
+        at: "2025-10-02T08:00:00Z".into(),
+        fingerprint: decided["dedup"]["fingerprint"]
+            .as_str()
+            .expect("fingerprint")
+            .parse()
+            .expect("hex"),
+        article: a.to_string(),
+        follows: None,
+        key_id: None,
+        signature: None,
+    };
+    let mut correction = message(0, 0, 0, &Value::Null);
+    correction.topic = Arc::from("articles.corrections");
+    correction.partition = 7;
+    correction.payload = Some(release.to_json().into_bytes());
+    correction.correction = true;
+    engine.submit(correction).expect("submit");
+    wait_for(3);
+    engine.handle().sync(Duration::from_secs(10)).expect("sync");
+    engine.shutdown();
+    let out = delivered.out.lock().clone();
+    let refused = &out[2].0;
+    assert_eq!(refused.kind, OutputKind::Dlq);
+    assert_eq!(header(refused, "newsdedup.error.reason"), "oversized");
+    assert!(
+        header(refused, "newsdedup.error.message").contains("correction refused"),
+        "{}",
+        header(refused, "newsdedup.error.message")
+    );
+
+    // The live index holds A as the output topics do: B's duplicate, no correction, the pair
+    // not separated; and so does a rebuild from them.
+    let live = RocksIndex::open_raw(dir.path(), &Default::default()).expect("reopen");
+    let topics = tempfile::tempdir().expect("tempdir");
+    let file = topics.path().join("outputs.jsonl");
+    let lines: String = out
+        .iter()
+        .filter(|(r, _)| r.kind != OutputKind::Dlq)
+        .map(|(r, _)| format!("{}\n", String::from_utf8_lossy(&r.payload)))
+        .collect();
+    std::fs::write(&file, lines).expect("write");
+    let config = Config::default();
+    let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
+    let mut rebuilt = RocksIndex::open(&topics.path().join("index"), fp.identity(), &config.index)
+        .expect("index");
+    newsdedup::replica::rebuild_from_files(
+        &mut rebuilt,
+        &fp,
+        &[file],
+        newsdedup::replica::ApplyOptions {
+            threads: 2,
+            published_at_offset: Default::default(),
+        },
+        None,
+    )
+    .expect("rebuild");
+    for index in [&live, &rebuilt] {
+        let stored = index.get("a").expect("get").expect("A stays in the index");
+        assert_eq!(stored.decision, StoredDecision::Duplicate);
+        assert_eq!(stored.matched.as_ref().map(|m| m.id.as_str()), Some("b"));
+        assert_eq!(stored.correction, None);
+        assert!(index.separated("a").is_empty());
+        assert!(index.separated("b").is_empty());
+    }
+    assert_eq!(
+        live.get("a")
+            .expect("get")
+            .map(|s| (s.fingerprint, s.searchable())),
+        rebuilt
+            .get("a")
+            .expect("get")
+            .map(|s| (s.fingerprint, s.searchable()))
+    );
 }

@@ -58,6 +58,15 @@ impl DurableStore for RocksIndex {
         }
         Ok(false)
     }
+
+    fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        RocksIndex::revert_correction(self, id, fingerprint, at_ms)
+    }
 }
 
 impl std::fmt::Debug for SyncHandle {
@@ -184,6 +193,29 @@ pub struct VerifyReport {
 }
 
 impl RocksIndex {
+    /// The index's own id (`layout::META_INSTANCE`), made and stored durably on first use. A copy
+    /// of the directory (a standby taken over) keeps it: what is named by it follows the index.
+    pub fn instance_id(&mut self) -> Result<String, IndexError> {
+        let meta = self.cf(META)?;
+        if let Some(id) = self
+            .db
+            .get_cf(meta, layout::META_INSTANCE)
+            .map_err(rocks_err(&self.dir))?
+        {
+            return Ok(String::from_utf8_lossy(&id).into_owned());
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let seed = format!("{now}/{}/{}", std::process::id(), self.dir.display());
+        let id = format!("{:016x}", xxhash_rust::xxh3::xxh3_64(seed.as_bytes()));
+        self.db
+            .put_cf(meta, layout::META_INSTANCE, id.as_bytes())
+            .map_err(rocks_err(&self.dir))?;
+        self.sync()?;
+        Ok(id)
+    }
+
     /// The fingerprint identity stored in the index, if any.
     pub fn stored_identity(&self) -> Result<Option<String>, IndexError> {
         let meta = self.cf(META)?;

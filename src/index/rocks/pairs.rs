@@ -8,7 +8,8 @@
 use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::layout::{self, META};
-use crate::index::{IndexCounts, PairChange, StoredArticle};
+use crate::index::{ArticleStore, IndexCounts, PairChange, StoredArticle};
+use crate::simhash::Fingerprint;
 use rocksdb::{Direction, IteratorMode, WriteBatch};
 use std::collections::HashMap;
 
@@ -118,12 +119,169 @@ impl RocksIndex {
             article,
             article.searchable(),
         )?;
+        let meta = self.cf(META)?;
+        let pair_before = self
+            .db
+            .get_cf(meta, layout::pair_key(id, &pair.other))
+            .map_err(rocks_err(&self.dir))?;
         let paired = self.stage_pair(&mut staged.rocks, id, pair)?;
+        let undo = CorrectionUndo {
+            at_ms: article.correction.as_ref().map_or(i64::MIN, |n| n.at_ms),
+            other: pair.other.clone(),
+            pair_before: paired.then_some(pair_before),
+            previous: self.encode_article(id, previous)?,
+        };
+        staged
+            .rocks
+            .put_cf(self.cf(META)?, layout::undo_key(id), undo.encode());
         self.commit(staged, counts)?;
         if paired {
             self.pair_written(id, pair);
         }
         Ok(())
+    }
+}
+
+impl RocksIndex {
+    /// Undoes the correction of `id` made at `at_ms`, whose output can never be published: the
+    /// article as it was before it and the pair it changed, durably, so that the index agrees
+    /// with the output topics (what a standby or a rebuild reads), which never saw it. Nothing
+    /// happens (false) unless the stored version of `id` is `fingerprint` corrected at `at_ms`:
+    /// a later write of the article stands.
+    pub fn revert_correction(
+        &mut self,
+        id: &str,
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    ) -> Result<bool, IndexError> {
+        let Some(current) = self.get(id)? else {
+            return Ok(false);
+        };
+        if current.fingerprint != fingerprint
+            || current.correction.as_ref().map(|n| n.at_ms) != Some(at_ms)
+        {
+            return Ok(false);
+        }
+        let key = layout::undo_key(id);
+        let Some(raw) = self
+            .db
+            .get_cf(self.cf(META)?, &key)
+            .map_err(rocks_err(&self.dir))?
+        else {
+            return Ok(false);
+        };
+        let Some(undo) = CorrectionUndo::decode(&raw) else {
+            return Err(IndexError::Corrupt {
+                dir: self.dir.clone(),
+                message: format!("bad undo entry of article {id:?}"),
+            });
+        };
+        if undo.at_ms != at_ms {
+            return Ok(false);
+        }
+        let previous = self.decode_article(id, &undo.previous)?;
+        let mut counts: IndexCounts = self.counts;
+        let mut staged = Staged::default();
+        self.stage_article(
+            &mut staged,
+            &mut counts,
+            id,
+            Some(&current),
+            &previous,
+            previous.searchable(),
+        )?;
+        let meta = self.cf(META)?;
+        if let Some(before) = &undo.pair_before {
+            for k in [
+                layout::pair_key(id, &undo.other),
+                layout::pair_key(&undo.other, id),
+            ] {
+                match before {
+                    Some(value) => staged.rocks.put_cf(meta, k, value),
+                    None => staged.rocks.delete_cf(meta, k),
+                }
+            }
+        }
+        staged.rocks.delete_cf(meta, &key);
+        self.commit(staged, counts)?;
+        if let Some(before) = &undo.pair_before {
+            let separated = before
+                .as_deref()
+                .and_then(decode_pair)
+                .is_some_and(|(_, separated)| separated);
+            self.pair_written(
+                id,
+                &PairChange {
+                    other: undo.other.clone(),
+                    separated,
+                    at_ms,
+                },
+            );
+        }
+        self.sync()?;
+        Ok(true)
+    }
+}
+
+/// What a correction replaced (`layout::META_UNDO_PREFIX`).
+struct CorrectionUndo {
+    at_ms: i64,
+    other: String,
+    /// The pair's value before the correction (None: it had none); None when the correction left
+    /// the pair alone (a later correction of the pair was stored).
+    pair_before: Option<Option<Vec<u8>>>,
+    /// The article's `articles` value before the correction.
+    previous: Vec<u8>,
+}
+
+impl CorrectionUndo {
+    /// Marks a correction that left the pair alone.
+    const PAIR_UNCHANGED: u32 = u32::MAX;
+
+    fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(64 + self.other.len() + self.previous.len());
+        v.extend_from_slice(&self.at_ms.to_be_bytes());
+        v.extend_from_slice(&(self.other.len() as u32).to_be_bytes());
+        v.extend_from_slice(self.other.as_bytes());
+        match &self.pair_before {
+            None => v.extend_from_slice(&Self::PAIR_UNCHANGED.to_be_bytes()),
+            Some(None) => v.extend_from_slice(&0u32.to_be_bytes()),
+            Some(Some(value)) => {
+                v.extend_from_slice(&(value.len() as u32).to_be_bytes());
+                v.extend_from_slice(value);
+            }
+        }
+        v.extend_from_slice(&self.previous);
+        v
+    }
+
+    fn decode(raw: &[u8]) -> Option<CorrectionUndo> {
+        let at_ms = i64::from_be_bytes(raw.get(..8)?.try_into().ok()?);
+        let length = |at: usize| -> Option<usize> {
+            Some(u32::from_be_bytes(raw.get(at..at + 4)?.try_into().ok()?) as usize)
+        };
+        let other_len = length(8)?;
+        let other = std::str::from_utf8(raw.get(12..12 + other_len)?)
+            .ok()?
+            .to_owned();
+        let mut at = 12 + other_len;
+        let marker = u32::from_be_bytes(raw.get(at..at + 4)?.try_into().ok()?);
+        at += 4;
+        let pair_before = match marker {
+            Self::PAIR_UNCHANGED => None,
+            0 => Some(None),
+            n => {
+                let value = raw.get(at..at + n as usize)?.to_vec();
+                at += n as usize;
+                Some(Some(value))
+            }
+        };
+        Some(CorrectionUndo {
+            at_ms,
+            other,
+            pair_before,
+            previous: raw.get(at..)?.to_vec(),
+        })
     }
 }
 

@@ -415,19 +415,12 @@ impl RocksIndex {
         self.commit(staged, counts)
     }
 
-    /// Adds to `staged` (and `counts`) what `write_article` writes for one article: the article,
-    /// its expiry entry, its block and band entries when searchable, the removal of `previous`'s
-    /// entries, and the stream time. Every writer of articles goes through it; a bulk writer
-    /// stages several and writes them at once with `commit` (which also removes what is due).
-    pub(super) fn stage_article(
+    /// The `articles` value of `article` (see `layout::ARTICLE_VALUE_FORMAT`).
+    pub(super) fn encode_article(
         &self,
-        staged: &mut Staged,
-        counts: &mut IndexCounts,
         id: &str,
-        previous: Option<&StoredArticle>,
         article: &StoredArticle,
-        searchable: bool,
-    ) -> Result<(), IndexError> {
+    ) -> Result<Vec<u8>, IndexError> {
         let mut value = Vec::with_capacity(256);
         value.push(layout::ARTICLE_VALUE_FORMAT);
         match &article.sketch {
@@ -445,6 +438,23 @@ impl RocksIndex {
             dir: self.dir.clone(),
             message: format!("cannot encode article {id:?}: {e}"),
         })?;
+        Ok(value)
+    }
+
+    /// Adds to `staged` (and `counts`) what `write_article` writes for one article: the article,
+    /// its expiry entry, its block and band entries when searchable, the removal of `previous`'s
+    /// entries, and the stream time. Every writer of articles goes through it; a bulk writer
+    /// stages several and writes them at once with `commit` (which also removes what is due).
+    pub(super) fn stage_article(
+        &self,
+        staged: &mut Staged,
+        counts: &mut IndexCounts,
+        id: &str,
+        previous: Option<&StoredArticle>,
+        article: &StoredArticle,
+        searchable: bool,
+    ) -> Result<(), IndexError> {
+        let value = self.encode_article(id, article)?;
         counts.next_seq = counts.next_seq.max(article.seq + 1);
         match previous {
             None => counts.articles += 1,
