@@ -30,6 +30,7 @@ pub mod engine;
 pub mod exclusive;
 pub mod follow;
 pub mod group;
+pub mod login;
 pub mod producer;
 pub mod properties;
 pub mod range;
@@ -292,8 +293,22 @@ impl ServiceClientContext {
                 | Some(RDKafkaErrorCode::BrokerTransportFailure)
                 | Some(RDKafkaErrorCode::Resolve)
         );
-        if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
-            self.health.broker_down(format!("{error}: {reason}"));
+        let refused_login = code == Some(RDKafkaErrorCode::Authentication);
+        if refused_login {
+            // Kept over the "all brokers down" that follows, which would hide the cause.
+            self.health.broker_down(format!(
+                "{error}: {reason}; {}",
+                login::advice(reason)
+            ));
+        } else if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
+            let why = format!("{error}: {reason}");
+            let refused = self.health.last_broker_error.lock().as_ref().is_some_and(|e| e.contains("SASL"));
+            if refused && !self.health.broker_is_up() {
+                // The refused login is the reason no broker is up: keep saying so.
+                self.health.broker_down(self.health.last_broker_error.lock().clone().unwrap_or(why));
+            } else {
+                self.health.broker_down(why);
+            }
         }
         if !self
             .health
@@ -301,7 +316,13 @@ impl ServiceClientContext {
         {
             return;
         }
-        if unreachable {
+        if refused_login {
+            tracing::warn!(
+                "Kafka broker refused the SASL login ({} client: {reason}): {}; librdkafka keeps retrying: nothing is read or written until a login succeeds",
+                self.client,
+                login::advice(reason)
+            );
+        } else if unreachable {
             tracing::warn!(
                 "Kafka broker unreachable ({} client: {error}: {reason}); librdkafka keeps reconnecting with backoff; nothing is skipped: work resumes where it stopped",
                 self.client
