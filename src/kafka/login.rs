@@ -13,11 +13,11 @@
 //! and in `/ready` ([`advice`], used by `ServiceClientContext`), and keep retrying: a user
 //! created on the broker after the service started is then picked up without a restart.
 
+use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use parking_lot::Mutex;
 use rdkafka::ClientConfig;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -32,7 +32,10 @@ const METADATA_SLICE: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LoginError {
     /// The mechanism of `sasl.mechanisms` is not enabled on the broker.
-    #[error("the Kafka broker does not accept sasl.mechanisms={mechanism}: {reason}; {}", MECHANISM_ADVICE)]
+    #[error(
+        "the Kafka broker does not accept sasl.mechanisms={mechanism}: {reason}; {}",
+        MECHANISM_ADVICE
+    )]
     Mechanism { mechanism: String, reason: String },
     /// The user is unknown or the password wrong.
     #[error("the Kafka broker refused the SASL login of sasl.username={username:?} (sasl.mechanisms={mechanism}): {reason}; {}", CREDENTIALS_ADVICE)]
@@ -145,9 +148,7 @@ impl ClientContext for Probe {
 
     fn error(&self, error: KafkaError, reason: &str) {
         if error.rdkafka_error_code() == Some(RDKafkaErrorCode::Authentication) {
-            self.refused
-                .lock()
-                .get_or_insert_with(|| reason.to_owned());
+            self.refused.lock().get_or_insert_with(|| reason.to_owned());
         } else {
             tracing::debug!("Kafka login check: {error}: {reason}");
         }

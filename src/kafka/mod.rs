@@ -296,19 +296,16 @@ impl ServiceClientContext {
         let refused_login = code == Some(RDKafkaErrorCode::Authentication);
         if refused_login {
             // Kept over the "all brokers down" that follows, which would hide the cause.
-            self.health.broker_down(format!(
-                "{error}: {reason}; {}",
-                login::advice(reason)
-            ));
+            self.health
+                .broker_down(format!("{error}: {reason}; {}", login::advice(reason)));
         } else if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
-            let why = format!("{error}: {reason}");
-            let refused = self.health.last_broker_error.lock().as_ref().is_some_and(|e| e.contains("SASL"));
-            if refused && !self.health.broker_is_up() {
+            let last = self.health.last_broker_error.lock().clone();
+            let why = match last {
                 // The refused login is the reason no broker is up: keep saying so.
-                self.health.broker_down(self.health.last_broker_error.lock().clone().unwrap_or(why));
-            } else {
-                self.health.broker_down(why);
-            }
+                Some(refusal) if refusal.contains("SASL") && !self.health.broker_is_up() => refusal,
+                _ => format!("{error}: {reason}"),
+            };
+            self.health.broker_down(why);
         }
         if !self
             .health

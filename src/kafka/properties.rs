@@ -284,7 +284,9 @@ pub(crate) fn connection_properties(
 ) -> BTreeMap<String, String> {
     properties
         .iter()
-        .filter(|(k, _)| !CONSUMER_ONLY.contains(&k.as_str()) && !PRODUCER_ONLY.contains(&k.as_str()))
+        .filter(|(k, _)| {
+            !CONSUMER_ONLY.contains(&k.as_str()) && !PRODUCER_ONLY.contains(&k.as_str())
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
