@@ -20,7 +20,7 @@
 //! * `kafka_sasl_scram_sha_512_correct_logs_in`: SCRAM-SHA-512: `correct release` is applied by
 //!   `run` and republished.
 //! * `kafka_sasl_refused_logins_end_commands_and_name_the_setting`: a wrong password (`correct`,
-//!   `replay`) and a mechanism the broker does not enable (`index rebuild`) each end the command
+//!   `replay`, `standby`) and a mechanism the broker does not enable (`index rebuild`) each end the command
 //!   within seconds with an error naming the setting; `run` with a wrong password stays unready
 //!   (503, the reason naming the setting), decides and commits nothing, and stops cleanly.
 //! * `kafka_sasl_ssl_run_decides_through_tls_and_sasl`: SASL_SSL (SCRAM-SHA-512 inside TLS).
@@ -554,6 +554,25 @@ fn kafka_sasl_refused_logins_end_commands_and_name_the_setting() {
         }
         assert_no_password(&format!("{command:?}"), &(stdout + &stderr));
     }
+
+    // `standby` checks its login before following the topics, and stops.
+    let args = wrong("SCRAM-SHA-512").args(d);
+    let standby_log = d.join("standby.log");
+    let mut standby = start_command(
+        "standby",
+        b,
+        &d.join("standby-index"),
+        &standby_log,
+        &svc_args(&args),
+    );
+    let status = standby.wait(limit);
+    let log = standby.log();
+    assert!(
+        status.is_some_and(|s| !s.success()),
+        "standby must stop within {limit:?} ({status:?}):\n{log}"
+    );
+    assert!(log.contains("sasl.password"), "{log}");
+    assert_no_password("the standby log", &log);
 
     // `run` keeps trying (a user created on the broker later is picked up) but is not ready,
     // says why, and decides and commits nothing.

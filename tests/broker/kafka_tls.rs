@@ -364,7 +364,7 @@ pub(crate) fn produce(clients: &Clients, records: &[Record]) -> BTreeMap<i32, i6
                 .send(record, Duration::from_secs(30))
                 .await
                 .map_err(|(e, _)| e)
-                .expect("delivered over TLS");
+                .expect("delivered through the proxy");
             let e = ends.entry(delivery.partition).or_insert(0);
             *e = (*e).max(delivery.offset + 1);
         }
