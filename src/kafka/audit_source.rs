@@ -70,8 +70,10 @@ fn now_ms() -> i64 {
 }
 
 pub(crate) fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsumer> {
+    let reader = super::properties::plain_reader(properties, "newsdedup-audit");
+    super::login::check(&reader)?;
     let mut config = ClientConfig::new();
-    for (k, v) in super::properties::plain_reader(properties, "newsdedup-audit") {
+    for (k, v) in reader {
         config.set(k, v);
     }
     // The end of a partition is reported so a pass knows when it is done.

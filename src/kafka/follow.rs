@@ -55,8 +55,10 @@ impl Follower {
         positions: &BTreeMap<(String, i32), i64>,
         client_id: &str,
     ) -> Result<Follower> {
+        let reader = super::properties::plain_reader(properties, client_id);
+        super::login::check(&reader)?;
         let mut config = ClientConfig::new();
-        for (k, v) in super::properties::plain_reader(properties, client_id) {
+        for (k, v) in reader {
             config.set(k, v);
         }
         let consumer: BaseConsumer = config

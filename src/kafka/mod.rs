@@ -30,6 +30,7 @@ pub mod engine;
 pub mod exclusive;
 pub mod follow;
 pub mod group;
+pub mod login;
 pub mod producer;
 pub mod properties;
 pub mod range;
@@ -292,8 +293,19 @@ impl ServiceClientContext {
                 | Some(RDKafkaErrorCode::BrokerTransportFailure)
                 | Some(RDKafkaErrorCode::Resolve)
         );
-        if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
-            self.health.broker_down(format!("{error}: {reason}"));
+        let refused_login = code == Some(RDKafkaErrorCode::Authentication);
+        if refused_login {
+            // Kept over the "all brokers down" that follows, which would hide the cause.
+            self.health
+                .broker_down(format!("{error}: {reason}; {}", login::advice(reason)));
+        } else if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
+            let last = self.health.last_broker_error.lock().clone();
+            let why = match last {
+                // The refused login is the reason no broker is up: keep saying so.
+                Some(refusal) if refusal.contains("SASL") && !self.health.broker_is_up() => refusal,
+                _ => format!("{error}: {reason}"),
+            };
+            self.health.broker_down(why);
         }
         if !self
             .health
@@ -301,7 +313,13 @@ impl ServiceClientContext {
         {
             return;
         }
-        if unreachable {
+        if refused_login {
+            tracing::warn!(
+                "Kafka broker refused the SASL login ({} client: {reason}): {}; librdkafka keeps retrying: nothing is read or written until a login succeeds",
+                self.client,
+                login::advice(reason)
+            );
+        } else if unreachable {
             tracing::warn!(
                 "Kafka broker unreachable ({} client: {error}: {reason}); librdkafka keeps reconnecting with backoff; nothing is skipped: work resumes where it stopped",
                 self.client

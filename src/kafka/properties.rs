@@ -278,6 +278,21 @@ fn plain_client_properties(
     Ok(properties)
 }
 
+/// The properties of `properties` that are neither a consumer's nor a producer's own: those a
+/// client needs to reach the brokers and log in (`kafka::login`), without warnings from
+/// librdkafka about properties the client would ignore.
+pub(crate) fn connection_properties(
+    properties: &BTreeMap<String, String>,
+) -> BTreeMap<String, String> {
+    properties
+        .iter()
+        .filter(|(k, _)| {
+            !CONSUMER_ONLY.contains(&k.as_str()) && !PRODUCER_ONLY.contains(&k.as_str())
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// librdkafka properties of a plain writer to the service's topics (`newsdedup correct`): the
 /// user's properties that apply to a producer, layered as for `run`, then `bootstrap.servers`,
 /// with acknowledgement by every in-sync replica and idempotence, as `run` produces.

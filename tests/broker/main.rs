@@ -1,5 +1,5 @@
 //! The tests that run `newsdedup` against a real Kafka-protocol broker (Tansu, started by each
-//! test with scripts/broker.sh), in one binary: the service, chaos and hardening, retention, TLS,
+//! test with scripts/broker.sh), in one binary: the service, chaos and hardening, retention, TLS, SASL,
 //! Prometheus scraping, replay, replicas, the one-writer rule and the audit. Run one module with
 //! `cargo test --release --test broker kafka_service::`.
 
@@ -12,6 +12,7 @@ mod fetch_starvation;
 mod kafka_chaos;
 mod kafka_hardening;
 mod kafka_retention;
+mod kafka_sasl;
 mod kafka_service;
 mod kafka_stop;
 mod kafka_tls;
