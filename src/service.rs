@@ -6,7 +6,7 @@
 use crate::config::Config;
 use crate::fingerprint::{Fingerprinter, ImageUse};
 use crate::index::RocksIndex;
-use crate::kafka::consumer::{self, ConsumerCtx, LoopExit, Shared};
+use crate::kafka::consumer::{self, ConsumeParams, ConsumerCtx, LoopExit, Shared};
 use crate::kafka::corrections::{Corrections, CorrectionsParams};
 use crate::kafka::engine::{Engine, LocalPreparer, OutputSink};
 use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
@@ -60,6 +60,10 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     serve_http(&runtime, &settings, &health)?;
     let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
     take_over(&settings, &fingerprinter, &mut index)?;
+    let params = ConsumeParams {
+        decided_before: crate::index::ArticleStore::counts(&index).articles > 0,
+        ..settings.consume_params()
+    };
 
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
     // Set when in-flight work is abandoned (shutdown timeout): the sink then stops retrying.
@@ -116,7 +120,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
             plain_bootstrap: settings.plaintext_bootstrap(),
         },
     );
-    let exit = consumer::run_loop(&consumer, &mut engine, &settings.consume_params());
+    let exit = consumer::run_loop(&consumer, &mut engine, &params);
 
     if let Some(corrections) = corrections {
         // Before the engine closes: the loop may hold a sender of its queue.

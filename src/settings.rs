@@ -304,6 +304,7 @@ impl Settings {
             progress_timeout: self.progress_timeout(),
             max_in_flight: self.service.max_in_flight,
             max_in_flight_bytes: self.service.max_in_flight_bytes,
+            decided_before: false,
         }
     }
 

@@ -615,6 +615,7 @@ impl GroupRules {
                 &params.input_topic,
                 params.exclusive_grace,
                 params.session_timeout,
+                params.decided_before,
             ),
             waiting: Waiting::new(
                 params.session_timeout.min(params.progress_timeout / 2),
@@ -850,6 +851,10 @@ pub struct ConsumeParams {
     pub exclusive_grace: Option<Duration>,
     /// `--progress-timeout-ms`.
     pub progress_timeout: Duration,
+    /// The index held articles at start: this member decided before (in an earlier process),
+    /// so under the one-active-instance rule it is the incumbent, and a newcomer (an empty
+    /// index) leaves first.
+    pub decided_before: bool,
     /// Backpressure bounds (`--max-in-flight`, `--max-in-flight-bytes`).
     pub max_in_flight: usize,
     pub max_in_flight_bytes: usize,

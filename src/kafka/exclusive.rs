@@ -20,7 +20,9 @@
 //! a lone member after an outage, or after the topic grew, fetches what it holds.
 //!
 //! When a settled (`Stable`) group keeps listing another member, a member that never decided
-//! alone (the newcomer) stops after the grace period; one that did (the incumbent) after twice
+//! alone and whose index was empty at start (the newcomer) stops after the grace period; one
+//! that did, or whose index holds articles (the incumbent, also right after a restart, before
+//! the group gives it anything), after twice
 //! the grace plus a session timeout, so that the newcomer leaves first (or, killed, drops out of
 //! the group) and the incumbent goes on. The clock starts once the group has settled with the
 //! other member in it, and starts again from zero as soon as a description lists no other
@@ -126,7 +128,9 @@ pub struct Gate {
     /// None: several members are allowed (`exclusive_grace_ms` = 0).
     grace: Option<Duration>,
     session_timeout: Duration,
-    /// This member has decided as the group's only member (the incumbent).
+    /// This member has decided as the group's only member, or its index held articles at
+    /// start (the incumbent): a restarted member is not a newcomer while its group is still
+    /// settling, and an empty index must never outlast it.
     incumbent: bool,
     /// Since when a settled group lists another member.
     others_since: Option<Instant>,
@@ -139,13 +143,14 @@ impl Gate {
         topic: &str,
         grace: Option<Duration>,
         session_timeout: Duration,
+        decided_before: bool,
     ) -> Gate {
         Gate {
             group: group.to_owned(),
             topic: topic.to_owned(),
             grace,
             session_timeout,
-            incumbent: false,
+            incumbent: decided_before,
             others_since: None,
             last: None,
         }
@@ -559,7 +564,7 @@ mod tests {
     #[test]
     fn a_newcomer_holding_every_partition_waits_while_another_member_is_listed() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION, false);
         // Assigned the only partition; the group lists the incumbent too.
         let s = seen("Stable", &["a", "b"], "b", 2, t0);
         assert_eq!(
@@ -587,10 +592,37 @@ mod tests {
         ));
     }
 
+    /// A restarted member whose group has not yet given it anything (a broker still settling)
+    /// meets a newcomer: the member whose index holds articles outlasts the one whose index is
+    /// empty, which would otherwise decide the input against nothing.
+    #[test]
+    fn a_restarted_member_with_an_index_outlasts_a_newcomer_with_an_empty_one() {
+        let t0 = Instant::now();
+        let mut restarted = Gate::new("g", "t", Some(GRACE), SESSION, true);
+        let mut newcomer = Gate::new("g", "t", Some(GRACE), SESSION, false);
+        let both = |me: &str, at: Instant| seen("Stable", &["a", "b"], me, 2, at);
+        for (gate, me) in [(&mut restarted, "a"), (&mut newcomer, "b")] {
+            assert_eq!(
+                gate.step(&facts(t0, 0, 2, Some(&both(me, t0)))),
+                Verdict::Closed(Closed::Others)
+            );
+        }
+        let t1 = t0 + GRACE;
+        assert!(matches!(
+            newcomer.step(&facts(t1, 0, 2, Some(&both("b", t1)))),
+            Verdict::StepDown(_)
+        ));
+        assert_eq!(
+            restarted.step(&facts(t1, 0, 2, Some(&both("a", t1)))),
+            Verdict::Closed(Closed::Others)
+        );
+        assert_eq!(restarted.limit(), Some(2 * GRACE + SESSION));
+    }
+
     #[test]
     fn the_gate_opens_only_on_a_description_asked_after_the_last_rebalance() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION, false);
         let old = seen("Stable", &["a"], "a", 1, t0);
         assert_eq!(
             gate.step(&facts(t0, 1, 2, Some(&old))),
@@ -612,7 +644,7 @@ mod tests {
     #[test]
     fn a_lone_member_holding_fewer_partitions_fetches_and_never_steps_down() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION, false);
         // The topic grew to 3 partitions; this member holds 2 until the next rebalance.
         let s = seen("Stable", &["a"], "a", 4, t0);
         let f = Facts {
@@ -635,7 +667,7 @@ mod tests {
     #[test]
     fn the_incumbent_outlasts_a_newcomer_and_its_clock_restarts_when_the_newcomer_leaves() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION, false);
         let alone = seen("Stable", &["a"], "a", 1, t0);
         assert_eq!(gate.step(&facts(t0, 1, 1, Some(&alone))), Verdict::Open);
         // A newcomer joins: during the rebalance the clock does not run.
@@ -695,7 +727,7 @@ mod tests {
     #[test]
     fn with_the_members_unknown_a_member_fetches_only_holding_every_partition() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION, false);
         let s = Seen {
             view: GroupView::unknown(),
             others: Vec::new(),
@@ -723,7 +755,7 @@ mod tests {
     #[test]
     fn another_member_is_said_only_on_a_recent_description() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION);
+        let mut gate = Gate::new("g", "t", Some(GRACE), SESSION, false);
         let s = seen("Stable", &["a", "b"], "b", 1, t0);
         assert_eq!(
             gate.step(&facts(t0, 1, 1, Some(&s))),
@@ -740,7 +772,7 @@ mod tests {
     #[test]
     fn without_the_rule_a_member_fetches_whatever_it_holds() {
         let t0 = Instant::now();
-        let mut gate = Gate::new("g", "t", None, SESSION);
+        let mut gate = Gate::new("g", "t", None, SESSION, false);
         let s = seen("Stable", &["a", "b"], "a", 0, t0);
         assert_eq!(gate.step(&facts(t0, 1, 3, Some(&s))), Verdict::Open);
         assert_eq!(
