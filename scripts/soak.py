@@ -9,7 +9,9 @@ proxy of its own, a 4-partition input, a producer at 100 articles/s (the shared 
 ../shared/data/corpus, else examples/sample_articles.jsonl, cycled under fresh ids, so later
 rounds are duplicates of earlier ones), and one `newsdedup run` through the proxy with
 `--exclusive-grace-ms 10000 -X session.timeout.ms=6000 -X heartbeat.interval.ms=500`. Every
-`--fault-every` seconds (30) the next fault in turn:
+`--fault-every` seconds (30; at least 5 s after the previous fault ended, and a fault that stops
+the service, kill9 / term / correction, never within 30 s of a restart: on Tansu a SIGTERM a few
+seconds after a restart that followed a kill -9 wedged the group) the next fault in turn:
 
     kill9       kill -9, restart at once
     cut         the proxy drops every connection and refuses new ones for 10 s
@@ -18,7 +20,10 @@ rounds are duplicates of earlier ones), and one `newsdedup run` through the prox
     idle        200 idle sockets on the metrics port for 10 s
     term        SIGTERM (clean stop within the shutdown timeout), restart
     correction  (only with --faults) `newsdedup correct release` of a duplicate decided in the
-                last minute, the service killed 0.3 s later: the correction is in flight
+                last minute (`-X fetch.wait.max.ms=250`), the service killed 0.3 s later: the
+                correction is in flight
+
+Should the service exit by itself (e.g. stepping down), the tool records it and restarts it.
 
 Throughout it probes /health (every 0.5 s, 1 s timeout), samples /metrics, the group's committed
 offsets and the service's RSS. At the end it stops producing, waits for the service to decide
@@ -30,14 +35,28 @@ everything (bounded), stops it and checks:
     all decided          ... by the end of the drain; the backlog never stayed stuck
     recovers             after every fault the backlog was worked off (no silent slowdown)
     memory flat          the service's RSS in the last third is not far above the first third
-    health answers       /health answered within 1 s whenever the process was up and running
+    health answers       /health answered within 1 s whenever the process was alive (poll()),
+                         up and running (not frozen, not before a restart's first answer)
     503 when stuck       whenever records waited while the group's committed offsets stood
-                         still for longer than the service's limit (--progress-timeout-ms), and
-                         the broker was reachable, /health said 503
-    newcomers            every newcomer stepped down with an empty index
+                         still, the answering process had been up for longer than the service's
+                         limit (--progress-timeout-ms) within that (its clock starts at its own
+                         start), and the broker was reachable, /health said 503; except while it
+                         waits for another instance to leave a Stable group (kept 200 on purpose)
+    newcomers            no newcomer decided anything (its index is empty); one that never got in
+                         (never assigned, killed after 90 s) is counted as "group never settled"
     corrections          every correction produced was applied
+    no unexpected exit   the service never exited but when the tool stopped it (time, exit
+                         code and last log line are recorded)
 
-It prints a summary (and writes SOAK_DIR/summary.json); exit status 0 when every check passed.
+Broker wedge: /health bodies saying "holding no partition ... the group is Unknown with N
+member(s)" while records wait, for more than 2 minutes (restarts in between included), make a
+"broker group wedged" window (Tansu: only a new broker helps). When every failed check failed
+only inside such windows (a fault's recovery: while the backlog the wedge left was worked off),
+the run is INCONCLUSIVE (broker), exit status 3; lost or changed decisions, memory, a newcomer
+that decided and the final stop are never put down to the broker.
+
+It prints a summary (and writes SOAK_DIR/summary.json, SOAK_DIR/samples.json); exit status 0 when
+every check passed, 3 when inconclusive (broker), else 1.
 It installs what it needs: confluent-kafka (PyPI) in a venv under $NEWSDEDUP_CACHE.
 """
 
@@ -229,6 +248,186 @@ def metric_values(text: str, name: str) -> dict[str, float]:
 
 
 # ---------------------------------------------------------------------------------------------
+# Judging (pure functions of what was recorded, so a run's samples.json can be judged again)
+
+RESTART_GAP = 30.0  # s: no kill -9 / SIGTERM / correction (kills) sooner after a restart
+STOPPING_FAULTS = ("kill9", "term", "correction")
+WEDGE_MIN = 120.0  # s: a group Unknown this long, with records waiting, is a wedged broker
+WEDGE_GAP = 30.0  # s: wedged probes this far apart still make one window (restarts between)
+WEDGE_MARGIN = 30.0  # s: a failure this soon after a wedge ended still falls in it
+ASSIGNED = re.compile(r"partitions \[[^\]]*\] of \S+ assigned")
+
+
+def fault_due(next_at: float, kind: str, last_restart: float) -> float:
+    """When a fault of `kind` may run: at its slot, and a stopping fault not within
+    RESTART_GAP s of the service's last restart."""
+    return max(next_at, last_restart + RESTART_GAP) if kind in STOPPING_FAULTS else next_at
+
+
+def last_line(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            lines = [x for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def newcomer_outcome(code: int | None, stepped_down: bool, indexed: int | None, assigned: bool) -> str:
+    """"decided" (its index holds articles, or cannot be read: the real danger), "stepped down"
+    (the rule worked), "group never settled" (never assigned, decided nothing, killed by the tool
+    after its timeout: the broker's group did not let it in), else "exited" / "assigned, stayed"
+    (decided nothing either way)."""
+    if indexed is None or indexed > 0:
+        return "decided"
+    if code not in (None, 0) and stepped_down:
+        return "stepped down"
+    if code is None:
+        return "assigned, stayed" if assigned else "group never settled"
+    return "exited"
+
+
+def _off(d: dict, p: int) -> int:
+    """An offset by partition, with int keys (live) or str keys (samples.json)."""
+    return d.get(p, d.get(str(p), 0))
+
+
+def find_stuck_windows(samples: list[dict], partitions: int, limit: float):
+    """Windows (t0, t1) longer than `limit` in which records waited while the group's committed
+    offsets stood still (t1: the last sample before they moved); also the backlog series and its
+    maximum."""
+    stuck_since = None
+    still = None
+    last_sum = None
+    windows = []
+    max_lag = 0
+    lag_series = []
+    for s in samples:
+        c = s["committed"]
+        if not isinstance(c, dict) or "error" in c:
+            continue
+        lag = sum(max(0, _off(s["produced_end"], p) - _off(c, p)) for p in range(partitions))
+        max_lag = max(max_lag, lag)
+        lag_series.append((s["t"], lag))
+        total = sum(c.values())
+        if lag > 0 and last_sum is not None and total == last_sum:
+            stuck_since = stuck_since if stuck_since is not None else s["t"]
+            still = s["t"]
+        else:
+            if stuck_since is not None and still - stuck_since > limit:
+                windows.append((stuck_since, still))
+            stuck_since = None
+        last_sum = total
+    if stuck_since is not None and still - stuck_since > limit:
+        windows.append((stuck_since, still))
+    return windows, lag_series, max_lag
+
+
+def process_start(p: tuple, starts: list[float]) -> float:
+    """The start of the process that answered probe `p` (recorded in it, else the last start)."""
+    since = p[3].get("since")
+    if isinstance(since, (int, float)):
+        return since
+    before = [s for s in starts if s <= p[0]]
+    return before[-1] if before else 0.0
+
+
+def others_in_charge(body: dict) -> bool:
+    """The member waits for another one to leave while the group is Stable: the service keeps
+    /health 200 then on purpose (the one-active-instance rule stops one of the two)."""
+    wf = body.get("waiting_for") or ""
+    return ("another instance" in wf or "one active instance" in wf) and "the group is Stable" in wf
+
+
+def judge_503(probes: list, windows: list, starts: list[float], limit: float, slack: float = 15.0):
+    """Probes answered 200 (broker up) that should have been 503: in a stuck window, with the
+    answering process up for longer than `limit` within it (its clock of waiting starts at its
+    own start). Returns (those probes' times, times of the probes exempt as others_in_charge)."""
+    unreported, exempt = [], []
+    for p in probes:
+        if not p[3].get("up") or p[1] != 200 or p[3].get("broker") != "up":
+            continue
+        for w0, w1 in windows:
+            if w0 <= p[0] <= w1 and max(w0, process_start(p, starts)) + limit + slack <= p[0]:
+                (exempt if others_in_charge(p[3]) else unreported).append(p[0])
+                break
+    return unreported, exempt
+
+
+def wedged(body: dict) -> bool:
+    wf = body.get("waiting_for") or ""
+    return ("the group is Unknown with" in wf and "records wait" in wf
+            and ("holding no partition" in wf or "holding 0 partitions" in wf))
+
+
+def wedge_windows(probes: list, min_s: float = WEDGE_MIN, gap: float = WEDGE_GAP) -> list[tuple[float, float]]:
+    """Windows in which the broker's group sat in state Unknown, this member holding no partition
+    while records waited (Tansu: only a new broker helped), for at least `min_s`: restarts in
+    between (`gap`) do not end a window; a probe holding partitions does."""
+    out: list[tuple[float, float]] = []
+    cur = None  # [start, last wedged probe]
+
+    def close():
+        if cur and cur[1] - cur[0] >= min_s:
+            if out and cur[0] <= out[-1][1]:  # a restart's wait began before the last probe
+                out[-1] = (out[-1][0], max(out[-1][1], cur[1]))
+            else:
+                out.append((cur[0], cur[1]))
+
+    for p in probes:
+        body = p[3]
+        if p[1] is not None and wedged(body):
+            began = p[0] - (body.get("waiting_ms") or 0) / 1000
+            if cur and p[0] - cur[1] <= gap:
+                cur[1] = p[0]
+            else:
+                close()
+                cur = [began, p[0]]
+        elif p[1] is not None and (body.get("assigned_partitions") or 0) > 0:
+            close()
+            cur = None
+    close()
+    return out
+
+
+def wedge_aftermath(wedges: list, lag_series: list, bound: float) -> list[tuple[float, float]]:
+    """Each wedge window extended until the backlog it left first fell to `bound` (the recovery
+    check's limit): a fault in that time cannot be worked off before the next but one."""
+    out = []
+    for w0, w1 in wedges:
+        after = [t for t, lag in lag_series if t >= w1 and lag <= bound]
+        out.append((w0, after[0] if after else end_of(lag_series)))
+    return out
+
+
+def in_windows(span: tuple[float, float], windows: list, margin: float = WEDGE_MARGIN) -> bool:
+    """A failure at a time (t, t) falls in a window; a span (recovery after a fault) overlaps one."""
+    t0, t1 = span
+    for w0, w1 in windows:
+        if t0 == t1 and w0 <= t0 <= w1 + margin:
+            return True
+        if t0 != t1 and t0 <= w1 + margin and t1 >= w0:
+            return True
+    return False
+
+
+def verdict(checks: dict, failed_at: dict, wedges: list, windows_of: dict | None = None) -> str:
+    """PASSED; INCONCLUSIVE (broker) when every failed check failed only inside wedge windows
+    (`windows_of`: other windows for a check); a check without times (lost or changed decisions,
+    memory, a newcomer that decided, the final stop) is never excused; else FAILED."""
+    failed = [k for k, ok in checks.items() if not ok]
+    if not failed:
+        return "PASSED"
+    windows_of = windows_of or {}
+    if wedges and all(failed_at.get(k) and all(in_windows(x, windows_of.get(k, wedges)) for x in failed_at[k])
+                      for k in failed):
+        return "INCONCLUSIVE (broker)"
+    return "FAILED"
+
+
+# ---------------------------------------------------------------------------------------------
 # The service
 
 
@@ -242,6 +441,10 @@ class Service:
         self.log = soak.dir / f"{name}.log"
         self.extra = extra or []
         self.proc: subprocess.Popen | None = None
+        # Set before the tool itself stops the process (kill -9, SIGTERM): any other exit is the
+        # service's own (an unexpected exit).
+        self.stopping = False
+        self.started_t: float | None = None  # soak time of the process's start
 
     def start(self) -> None:
         a = self.soak.args
@@ -269,7 +472,20 @@ class Service:
             f.write(f"---- soak: start {time.strftime('%H:%M:%S')}\n".encode())
             f.flush()
             env = dict(os.environ, NEWSDEDUP_LOG=a.log_level)
+            self.stopping = False
+            self.started_t = self.soak.now()
             self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f, env=env)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, sig: int) -> None:
+        """The tool stops the process (kill -9, SIGTERM): not an unexpected exit."""
+        self.stopping = True
+        self.signal(sig)
+
+    def last_log_line(self) -> str:
+        return last_line(self.log)
 
     @property
     def pid(self) -> int | None:
@@ -363,6 +579,13 @@ class Soak:
         self.newcomers: list[dict] = []
         self.corrections: list[str] = []
         self.restarts = 0
+        # Soak times of the service's process starts (its clock of waiting starts at each), the
+        # monotonic time of the last restart's first answer, and exits the tool did not cause.
+        self.starts: list[float] = []
+        self.last_restart = 0.0
+        self.unexpected_exits: list[dict] = []
+        self.exit_seen: set[int] = set()
+        self.exit_lock = threading.Lock()
         self.service = Service(self, "run", self.dir / "index")
 
     def now(self) -> float:
@@ -470,8 +693,13 @@ class Soak:
     def prober(self) -> None:
         while not self.stop_all.is_set():
             t = self.now()
-            up = self.expected_up
-            r = http_get(self.service.metrics, "/health", 1.0)
+            svc = self.service
+            proc = svc.proc
+            up = self.expected_up and svc.alive()
+            r = http_get(svc.metrics, "/health", 1.0)
+            # Up only while the process lived throughout the probe (it can exit by itself).
+            up = up and svc.proc is proc and svc.alive()
+            self.note_exit()
             body = {}
             if r:
                 try:
@@ -479,7 +707,8 @@ class Soak:
                 except ValueError:
                     body = {}
             with self.lock:
-                self.probes.append((t, r[0] if r else None, r[2] if r else None, {"up": up, **body}))
+                self.probes.append((t, r[0] if r else None, r[2] if r else None,
+                                    {"up": up, "pid": proc.pid if proc else None, "since": svc.started_t, **body}))
             time.sleep(max(0.0, 0.5 - (self.now() - t)))
 
     def sampler(self) -> None:
@@ -516,18 +745,47 @@ class Soak:
 
     def restart(self) -> None:
         self.service.start()
+        self.starts.append(self.service.started_t)
         self.restarts += 1
         if self.service.wait_http(60):
             self.expected_up = True
         else:
             log("the service did not answer /health within 60 s of its start")
+        self.last_restart = time.monotonic()
+
+    def note_exit(self) -> bool:
+        """Records an exit of the service that the tool did not cause (once per process);
+        True when the service is down by itself."""
+        s = self.service
+        with self.exit_lock:
+            proc = s.proc
+            if proc is None or s.stopping:
+                return False
+            code = proc.poll()
+            if code is None:
+                return False
+            if proc.pid not in self.exit_seen:
+                self.exit_seen.add(proc.pid)
+                rec = {"t": round(self.now(), 1), "exit": code, "pid": proc.pid,
+                       "started": round(s.started_t, 1) if s.started_t is not None else None,
+                       "last_log_line": s.last_log_line()[-400:]}
+                self.unexpected_exits.append(rec)
+                log(f"the service exited by itself (exit {code}): {rec['last_log_line'][:200]}")
+            return True
+
+    def revive(self) -> None:
+        """Restarts the service after an exit of its own (as an orchestrator would)."""
+        if self.note_exit():
+            self.expected_up = False
+            self.restart()
+            self.unexpected_exits[-1]["restarted"] = round(self.now(), 1)
 
     def fault(self, kind: str) -> dict:
         s = self.service
         rec: dict = {"kind": kind, "t": round(self.now(), 1)}
         if kind == "kill9":
             self.expected_up = False
-            s.signal(signal.SIGKILL)
+            s.stop(signal.SIGKILL)
             s.wait(10)
             self.restart()
         elif kind == "cut":
@@ -556,12 +814,12 @@ class Soak:
         elif kind == "term":
             self.expected_up = False
             started = time.monotonic()
-            s.signal(signal.SIGTERM)
+            s.stop(signal.SIGTERM)
             code = s.wait(45)
             rec["exit"] = code
             rec["seconds"] = round(time.monotonic() - started, 1)
             if code is None:
-                s.signal(signal.SIGKILL)
+                s.stop(signal.SIGKILL)
                 s.wait(10)
             self.restart()
         elif kind == "newcomer":
@@ -575,9 +833,12 @@ class Soak:
                 nc.wait(10)
             text = nc.log.read_text(errors="replace") if nc.log.exists() else ""
             articles = index_articles(self.binary, nc.index)
-            info = {"n": n, "exit": code, "seconds": round(time.monotonic() - started, 1),
-                    "stepped_down": "another instance is active" in text, "indexed": articles}
-            info["ok"] = code not in (None, 0) and info["stepped_down"] and articles == 0
+            info = {"n": n, "t": rec["t"], "exit": code, "seconds": round(time.monotonic() - started, 1),
+                    "stepped_down": "another instance is active" in text, "indexed": articles,
+                    "assigned": bool(ASSIGNED.search(text))}
+            info["outcome"] = newcomer_outcome(code, info["stepped_down"], articles, info["assigned"])
+            # Only a newcomer that decided something is a failure of the service.
+            info["ok"] = info["outcome"] != "decided"
             self.newcomers.append(info)
             rec.update(info)
         elif kind == "correction":
@@ -596,7 +857,9 @@ class Soak:
                 cmd = [str(self.binary), "correct", "release", "--id", ident, "--by", "soak", "--reason", "soak",
                        "--brokers", self.proxy.addr, "--corrections-topic", f"{t}.corrections",
                        "--unique-topic", f"{t}.unique", "--duplicate-topic", f"{t}.duplicate",
-                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since]
+                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since,
+                       # Its reader's default (100 ms) starves on long Tansu topics.
+                       "-X", "fetch.wait.max.ms=250"]
                 rec["id"] = ident
                 try:
                     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
@@ -610,7 +873,7 @@ class Soak:
                 # In flight: the service is killed while it applies it.
                 time.sleep(0.3)
                 self.expected_up = False
-                s.signal(signal.SIGKILL)
+                s.stop(signal.SIGKILL)
                 s.wait(10)
                 self.restart()
         rec["end"] = round(self.now(), 1)
@@ -622,6 +885,7 @@ class Soak:
         a = self.args
         self.start_broker()
         self.restart()
+        self.last_restart = 0.0  # the first start follows no kill: the restart gap does not apply
         threads = [threading.Thread(target=f, daemon=True, name=f.__name__)
                    for f in (self.producer, self.reader, self.prober, self.sampler)]
         for th in threads:
@@ -631,16 +895,24 @@ class Soak:
         slot = 0
         next_at = self.t0 + a.fault_every
         while time.monotonic() + a.fault_every <= end + 1:
-            while time.monotonic() < next_at:
-                time.sleep(0.2)
             kind = kinds[slot % len(kinds)]
+            # A fault that stops the service never within RESTART_GAP s of a restart (on Tansu a
+            # SIGTERM ~6 s after a restart that followed a kill -9 wedged the group for good).
+            while time.monotonic() < fault_due(next_at, kind, self.last_restart):
+                self.revive()
+                time.sleep(0.2)
+            if time.monotonic() + a.fault_every > end + 1:
+                break
+            self.revive()
             slot += 1
             log(f"fault {slot}: {kind}")
             rec = self.fault(kind)
             self.faults.append(rec)
-            # The next fault a whole period after this one ended (a newcomer can take 20 s).
+            # The next fault a period after this one's slot, and at least 5 s after it ended (a
+            # correction can take a minute; the restart gap above keeps kills off a restart).
             next_at = max(next_at + a.fault_every, time.monotonic() + 5)
         while time.monotonic() < end:
+            self.revive()
             time.sleep(0.2)
         log("producing stops; waiting for every record to be decided")
         self.stop_producing.set()
@@ -652,11 +924,14 @@ class Soak:
                 missing = sum(1 for k in self.produced if k not in self.outputs)
             if missing == 0:
                 break
+            self.revive()
             time.sleep(1)
         drained_after = self.now() - drain_start
+        self.drain_end = self.now()
+        self.note_exit()
         self.expected_up = False
         started = time.monotonic()
-        self.service.signal(signal.SIGTERM)
+        self.service.stop(signal.SIGTERM)
         final_exit = self.service.wait(45)
         final_stop = time.monotonic() - started
         time.sleep(3)  # the reader catches the last outputs
@@ -666,7 +941,7 @@ class Soak:
         summary = self.summarize(drained_after, final_exit, final_stop)
         self.proxy.stop()
         self.stop_broker()
-        return 0 if summary["passed"] else 1
+        return 0 if summary["passed"] else 3 if summary["inconclusive"] else 1
 
     # -- checks ---------------------------------------------------------------------------------
 
@@ -700,36 +975,12 @@ class Soak:
         lat = sorted(p[2] for p in up if p[2] is not None)
 
         # Stuck: records wait (produced end beyond committed) while the committed offsets stand
-        # still; past the limit, /health must say 503 (unless the broker is unreachable).
+        # still; past the limit, /health must say 503 (unless the broker is unreachable, or the
+        # process is younger than the limit: its clock of waiting starts at its own start).
         limit = a.progress_timeout_ms / 1000
-        stuck_since = None
-        last_sum = None
-        stuck_windows = []
-        max_lag = 0
-        lag_series = []
-        for s in samples:
-            c = s["committed"]
-            if not isinstance(c, dict) or "error" in c:
-                continue
-            lag = sum(max(0, s["produced_end"].get(p, 0) - c.get(p, 0)) for p in range(a.partitions))
-            max_lag = max(max_lag, lag)
-            lag_series.append((s["t"], lag))
-            total = sum(c.values())
-            if lag > 0 and last_sum is not None and total == last_sum:
-                stuck_since = stuck_since if stuck_since is not None else s["t"]
-            else:
-                if stuck_since is not None and s["t"] - stuck_since > limit:
-                    stuck_windows.append((stuck_since, s["t"]))
-                stuck_since = None
-            last_sum = total
-        if stuck_since is not None and samples and samples[-1]["t"] - stuck_since > limit:
-            stuck_windows.append((stuck_since, samples[-1]["t"]))
-        slack = 15.0
-        unreported = []
-        for (w0, w1) in stuck_windows:
-            for p in up:
-                if w0 + limit + slack <= p[0] <= w1 and p[1] == 200 and p[3].get("broker") == "up":
-                    unreported.append(p[0])
+        stuck_windows, lag_series, max_lag = find_stuck_windows(samples, a.partitions, limit)
+        unreported, exempt = judge_503(up, stuck_windows, self.starts, limit)
+        wedges = wedge_windows(probes)
         # A slowdown: after the last fault the backlog must fall (the service decides faster
         # than records arrive) until nothing waits; and the backlog after each fault is worked
         # off before the next fault's end.
@@ -740,7 +991,9 @@ class Soak:
             nxt = self.faults[i + 2]["t"] if i + 2 < len(self.faults) else None
             window = [lg for (t, lg) in lag_series if t >= f["end"] and (nxt is None or t <= nxt)]
             if window:
-                recovery.append({"fault": f["kind"], "t": f["t"], "lag_after": window[0], "lag_min": min(window)})
+                recovery.append({"fault": f["kind"], "t": f["t"], "end": f["end"],
+                                 "until": nxt if nxt is not None else end_of(lag_series),
+                                 "lag_after": window[0], "lag_min": min(window)})
         # Fine when the backlog came down to what arrives in a few seconds (commits are batched).
         bound = a.rate * 10
         not_recovered = [r for r in recovery if r["lag_min"] > bound]
@@ -755,6 +1008,8 @@ class Soak:
 
         newcomers_ok = all(n["ok"] for n in self.newcomers)
         corrections_missing = [i for i in self.corrections if i not in self.correction_outputs]
+        correction_t = {f.get("id"): f["t"] for f in self.faults if f["kind"] == "correction"}
+        end_t = getattr(self, "drain_end", self.now())
         checks = {
             "nothing lost": not lost and self.produce_failed == 0,
             "no decision changed": not changed,
@@ -766,7 +1021,20 @@ class Soak:
             "newcomers step down": newcomers_ok,
             "corrections applied": not corrections_missing,
             "final stop clean": final_exit == 0,
+            "no unexpected exit": not self.unexpected_exits,
         }
+        # When each failure happened (spans for the recoveries); a check without times (lost or
+        # changed decisions, memory, a newcomer that decided) is never put down to the broker.
+        failed_at = {
+            "all decided": [(end_t, end_t)],
+            "recovers after every fault": [(r["end"], r["until"]) for r in not_recovered],
+            "health answers within 1 s": [(p[0], p[0]) for p in slow],
+            "503 while stuck": [(t, t) for t in unreported],
+            "corrections applied": [(correction_t.get(i, 0.0),) * 2 for i in corrections_missing],
+            "no unexpected exit": [(e["t"], e["t"]) for e in self.unexpected_exits],
+        }
+        aftermath = wedge_aftermath(wedges, lag_series, bound)
+        result = verdict(checks, failed_at, wedges, {"recovers after every fault": aftermath})
         summary = {
             "duration_s": a.duration,
             "rate": a.rate,
@@ -784,7 +1052,10 @@ class Soak:
             "final_stop": {"exit": final_exit, "seconds": round(final_stop, 1)},
             "faults": self.faults,
             "restarts": self.restarts,
+            "service_starts": [round(t, 1) for t in self.starts],
+            "unexpected_exits": self.unexpected_exits,
             "newcomers": self.newcomers,
+            "newcomer_outcomes": count_by(self.newcomers, lambda n: n.get("outcome", "?")),
             "corrections": {"produced": len(self.corrections), "applied": len(self.corrections) - len(corrections_missing)},
             "max_backlog": max_lag,
             "recovery": recovery,
@@ -798,16 +1069,25 @@ class Soak:
             },
             "stuck_windows": [[round(w0, 1), round(w1, 1)] for w0, w1 in stuck_windows],
             "stuck_but_200": len(unreported),
+            "stuck_200_others_in_charge": len(exempt),
+            "broker_wedged": [[round(w0, 1), round(w1, 1)] for w0, w1 in wedges],
             "rss_kb": {"first_third_max": rss_first, "last_third_max": rss_last,
                        "min": min((r for _, r in rss), default=None), "max": max((r for _, r in rss), default=None)},
             "checks": checks,
             "passed": all(checks.values()),
+            "verdict": result,
+            "inconclusive": result.startswith("INCONCLUSIVE"),
             "dir": str(self.dir),
         }
         (self.dir / "summary.json").write_text(json.dumps(summary, indent=1))
-        (self.dir / "samples.json").write_text(json.dumps({"samples": samples, "probes": probes}))
+        (self.dir / "samples.json").write_text(json.dumps({"samples": samples, "probes": probes,
+                                                           "starts": self.starts}))
         print_summary(summary)
         return summary
+
+
+def end_of(series: list) -> float:
+    return series[-1][0] if series else 0.0
 
 
 def count_by(items, key) -> dict:
@@ -834,21 +1114,25 @@ def print_summary(s: dict) -> None:
           f"undecided {s['missing']}, lost {s['lost']}, decided more than once {s['decided_more_than_once']}, "
           f"changed {s['changed_decisions']}; drained {s['drained_after_s']} s after producing stopped")
     kinds = count_by(s["faults"], lambda f: f["kind"])
-    print(f"faults {len(s['faults'])} {kinds}; restarts {s['restarts']}; newcomers "
-          f"{sum(1 for n in s['newcomers'] if n['ok'])}/{len(s['newcomers'])} stepped down with an empty index; "
-          f"corrections applied {s['corrections']['applied']}/{s['corrections']['produced']}")
+    print(f"faults {len(s['faults'])} {kinds}; restarts {s['restarts']}; newcomers {len(s['newcomers'])}: "
+          f"{s['newcomer_outcomes']}; corrections applied {s['corrections']['applied']}/{s['corrections']['produced']}")
+    for e in s["unexpected_exits"]:
+        print(f"unexpected exit at {e['t']} s (exit {e['exit']}, up since {e['started']} s): {e['last_log_line'][:300]}")
     h = s["health"]
     print(f"/health: {h['probes_up']} probes while up, {h['unanswered_or_slow']} unanswered or > 1 s, "
           f"p50 {h['p50_ms']} ms, max {h['max_ms']} ms, statuses {h['status_counts']}")
     print(f"backlog max {s['max_backlog']} records; stuck windows {s['stuck_windows']} "
-          f"(probes saying 200 in them past the limit: {s['stuck_but_200']}); faults not recovered from: "
-          f"{len(s['not_recovered'])}")
+          f"(probes saying 200 in them past the limit: {s['stuck_but_200']}, besides "
+          f"{s['stuck_200_others_in_charge']} waiting for another member of a Stable group); faults not "
+          f"recovered from: {len(s['not_recovered'])}")
+    for w0, w1 in s["broker_wedged"]:
+        print(f"broker group wedged: from {w0} s to {w1} s (state Unknown, no partition held, records waiting)")
     r = s["rss_kb"]
     print(f"RSS (kB): max first third {r['first_third_max']}, max last third {r['last_third_max']}, "
           f"range {r['min']}-{r['max']}; final stop exit {s['final_stop']['exit']} in {s['final_stop']['seconds']} s")
     for name, ok in s["checks"].items():
         print(f"  {'PASS' if ok else 'FAIL'}  {name}")
-    print("PASSED" if s["passed"] else "FAILED")
+    print(s["verdict"])
 
 
 def main() -> int:
@@ -901,6 +1185,7 @@ def main() -> int:
     finally:
         for svc in [soak.service]:
             if svc.proc and svc.proc.poll() is None:
+                svc.stopping = True
                 svc.proc.kill()
         soak.proxy.stop()
         soak.stop_broker()
