@@ -64,9 +64,10 @@ impl Default for FingerprintConfig {
     }
 }
 
-pub(super) const BUILTIN_DICT: &str = include_str!("../../config/jieba_dict.txt");
-pub(super) const BUILTIN_IDF: &str = include_str!("../../config/jieba_idf.txt");
-pub(super) const BUILTIN_STOPWORDS: &str = include_str!("../../config/stopwords_zh.txt");
+// Statics, not consts: a const's text is copied into each crate that uses it (11 MB twice).
+pub(super) static BUILTIN_DICT: &str = include_str!("../../config/jieba_dict.txt");
+pub(super) static BUILTIN_IDF: &str = include_str!("../../config/jieba_idf.txt");
+pub(super) static BUILTIN_STOPWORDS: &str = include_str!("../../config/stopwords_zh.txt");
 
 /// Everything that determines a fingerprint: algorithm version, parameters, and the content
 /// digests (XXH3-64) of the dictionary, IDF and stop-word files. An index records it and refuses
