@@ -1,7 +1,7 @@
 //! Offset commits of the consumer: [`commit_done`] commits the tracker's committable offsets
 //! after the index WAL is synced (from the committer thread, the revoke callback and the final
 //! commit, serialised by one lock so committed offsets never go backwards), and the
-//! [`Committer`] thread commits every `commit_interval`, or sooner when woken once `commit_every`
+//! `Committer` thread commits every `commit_interval`, or sooner when woken once `commit_every`
 //! records are done, holding commits back after a stall of the process.
 
 use super::consumer::{partition_label, InputConsumer, Shared};
