@@ -7,8 +7,9 @@
 
 use crate::config::Config;
 use crate::dedup::now_ms;
-use crate::kafka::consumer::{self, Bounds, LoopExit};
+use crate::kafka::consumer::{Bounds, LoopExit};
 use crate::kafka::engine::OutputSink;
+use crate::kafka::poll_loop;
 use crate::kafka::producer::{Acks, ProducerSink};
 use crate::kafka::range::{self, RangeBounds};
 use crate::kafka::record::{OutputKind, OutputRecord, Ticket};
@@ -114,7 +115,7 @@ pub fn replay(
         !plan.quiet,
         started,
     );
-    let exit = consumer::run_bounded(
+    let exit = poll_loop::run_bounded(
         &consumer,
         &mut engine,
         &settings.consume_params(),

@@ -9,6 +9,7 @@ use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumeParams, ConsumerCtx, LoopExit, Shared};
 use crate::kafka::corrections::{Corrections, CorrectionsParams};
 use crate::kafka::engine::{Engine, LocalPreparer, OutputSink};
+use crate::kafka::poll_loop;
 use crate::kafka::producer::{self, Acks, OutputProducer, ProducerSink};
 use crate::kafka::record;
 use crate::kafka::stop::{self, IncompleteStop, Phase, StopReport, StopRequest};
@@ -120,7 +121,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
             plain_bootstrap: settings.plaintext_bootstrap(),
         },
     );
-    let exit = consumer::run_loop(&consumer, &mut engine, &params);
+    let exit = poll_loop::run_loop(&consumer, &mut engine, &params);
 
     if let Some(corrections) = corrections {
         // Before the engine closes: the loop may hold a sender of its queue.

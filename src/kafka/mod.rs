@@ -15,8 +15,12 @@
 //! * [`record`]: input message / output record / headers (pure).
 //! * [`engine`]: `run`'s configuration of the runner: prepare, decide, group commit, sink (no Kafka client).
 //! * [`producer`]: the `OutputSink` on rdkafka, with delivery retries.
-//! * [`consumer`]: the consumer loop, backpressure, commits, rebalance handling; bounded by
+//! * [`consumer`]: the consumer's shared state, client and context; bounded by
 //!   [`consumer::Bounds`] for `replay`.
+//! * [`poll_loop`]: the consumer loop, backpressure, the drain and final commit.
+//! * [`commit`]: the committer thread and `commit_done` (sync, then commit).
+//! * [`rebalance`]: the rebalance callbacks.
+//! * [`group_rules`]: the group rules, the pause state, the falling-behind check.
 //! * [`corrections`]: the corrections topic, whose records `run` hands to the engine.
 //! * [`range`]: where `replay` starts and stops in each partition.
 //! * [`stop`]: the shutdown budget and its phases' deadlines (pure, but for two thread helpers).
@@ -24,16 +28,20 @@
 
 pub mod audit_source;
 pub mod behind;
+pub mod commit;
 pub mod consumer;
 pub mod corrections;
 pub mod engine;
 pub mod exclusive;
 pub mod follow;
 pub mod group;
+pub mod group_rules;
 pub mod login;
+pub mod poll_loop;
 pub mod producer;
 pub mod properties;
 pub mod range;
+pub mod rebalance;
 pub mod record;
 pub mod stop;
 pub mod tracker;

@@ -7,7 +7,8 @@
 //! per-family options) and the `ArticleStore` implementation, which hands each call to the file of
 //! its concern: `read` (an article by id, the candidate searches), `write` (every atomic write, the
 //! retention window's removals, the writing out of the recent band entries), `admin` (durability,
-//! stats, verify, delete), `pairs` (the pairs editors separated) and `positions` (the read
+//! the directory, identity, delete), `stats` (the operators' statistics), `verify` (the
+//! consistency check), `pairs` (the pairs editors separated) and `positions` (the read
 //! positions of an index rebuilt from the output topics). Split so that each concern reads on its
 //! own; each file builds only on this one and the files named before it, never on a later one.
 
@@ -15,12 +16,14 @@ mod admin;
 mod pairs;
 mod positions;
 mod read;
+mod stats;
+mod verify;
 mod write;
 
-pub use admin::{
-    disk_usage_of, AgeStats, BandStats, FamilyStats, IndexStats, SyncHandle, VerifyReport,
-};
+pub use admin::{disk_usage_of, SyncHandle};
 pub use read::CROWDED_LOOKUPS;
+pub use stats::{AgeStats, BandStats, FamilyStats, IndexStats};
+pub use verify::VerifyReport;
 pub use write::{BUCKET_WRITE_BACKS, EXPIRED_ARTICLES, EXPIRE_BATCH};
 
 use super::layout::{
