@@ -61,10 +61,12 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     serve_http(&runtime, &settings, &health)?;
     let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
     take_over(&settings, &fingerprinter, &mut index)?;
+    let decided_before = crate::index::ArticleStore::counts(&index).articles > 0;
     let params = ConsumeParams {
-        decided_before: crate::index::ArticleStore::counts(&index).articles > 0,
+        decided_before,
         ..settings.consume_params()
     };
+    let corrections_position = index.corrections_position(&settings.service.corrections_topic);
 
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
     // Set when in-flight work is abandoned (shutdown timeout): the sink then stops retrying.
@@ -103,7 +105,9 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
                 properties: settings.consumer_properties.clone(),
                 service_group: settings.service.group_id.clone(),
                 member,
+                index_holds_articles: decided_before,
             },
+            corrections_position,
             jobs,
             acknowledged,
             consumer.context().shared.clone(),

@@ -32,7 +32,8 @@
 //!   value = article id (UTF-8)
 //! Keys sort oldest first, so the articles due for removal are one range at the start.
 //! `meta`: fingerprint identity, format and counters (articles, unique, next sequence number and
-//! stream time: 4 x 8 bytes BE), the read positions of a rebuilt index, the pairs editors
+//! stream time: 4 x 8 bytes BE), the read positions of a rebuilt index, how far corrections were
+//! read into it (`corrections/...`, see `META_CORRECTIONS_PREFIX`), the pairs editors
 //! separated (`pair/...`, see `META_PAIR_PREFIX`) and what each article's latest correction
 //! replaced (`undo/...`, see `META_UNDO_PREFIX`).
 
@@ -68,6 +69,11 @@ pub const META_INSTANCE: &[u8] = b"instance";
 /// bytes BE): how far an index built from the service's output topics (`index rebuild`,
 /// `standby`) has read them, written in the same atomic write as the articles read.
 pub const META_POSITION_PREFIX: &[u8] = b"position/";
+/// Prefix of the `meta` keys `corrections/<topic>/<partition>` (value: the next offset, 8 bytes
+/// BE): how far `run` has read the corrections topic into this index, written once each
+/// correction's outcome is acknowledged. It follows the index (a copy, a restored backup), never
+/// expires like a consumer group's offsets, and a takeover keeps it.
+pub const META_CORRECTIONS_PREFIX: &[u8] = b"corrections/";
 
 /// Prefix of the `meta` keys `pair/<id>\0<other id>` (value: the time of the latest correction of
 /// the pair, 8 bytes BE Unix ms, then 1 if an editor separated the two, 0 if joined again): the
@@ -111,16 +117,34 @@ pub fn undo_key(id: &str) -> Vec<u8> {
 
 /// The `meta` key of the read position of `topic` [`partition`].
 pub fn position_key(topic: &str, partition: i32) -> Vec<u8> {
-    let mut k = META_POSITION_PREFIX.to_vec();
+    topic_partition_key(META_POSITION_PREFIX, topic, partition)
+}
+
+/// (topic, partition) of a position key, or None if it is not one.
+pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
+    parse_topic_partition_key(META_POSITION_PREFIX, key)
+}
+
+/// The `meta` key of the corrections position in `topic` [`partition`].
+pub fn corrections_key(topic: &str, partition: i32) -> Vec<u8> {
+    topic_partition_key(META_CORRECTIONS_PREFIX, topic, partition)
+}
+
+/// (topic, partition) of a corrections position key, or None if it is not one.
+pub fn parse_corrections_key(key: &[u8]) -> Option<(String, i32)> {
+    parse_topic_partition_key(META_CORRECTIONS_PREFIX, key)
+}
+
+fn topic_partition_key(prefix: &[u8], topic: &str, partition: i32) -> Vec<u8> {
+    let mut k = prefix.to_vec();
     k.extend_from_slice(topic.as_bytes());
     k.push(b'/');
     k.extend_from_slice(partition.to_string().as_bytes());
     k
 }
 
-/// (topic, partition) of a position key, or None if it is not one.
-pub fn parse_position_key(key: &[u8]) -> Option<(String, i32)> {
-    let rest = std::str::from_utf8(key.strip_prefix(META_POSITION_PREFIX)?).ok()?;
+fn parse_topic_partition_key(prefix: &[u8], key: &[u8]) -> Option<(String, i32)> {
+    let rest = std::str::from_utf8(key.strip_prefix(prefix)?).ok()?;
     let (topic, partition) = rest.rsplit_once('/')?;
     Some((topic.to_owned(), partition.parse().ok()?))
 }
@@ -243,6 +267,13 @@ mod tests {
         assert_eq!(parse_position_key(&k), Some(("articles.unique".into(), 7)));
         assert_eq!(parse_position_key(b"position/t/x"), None);
         assert_eq!(parse_position_key(b"counts"), None);
+        let k = corrections_key("articles.corrections", 0);
+        assert_eq!(k, b"corrections/articles.corrections/0");
+        assert_eq!(
+            parse_corrections_key(&k),
+            Some(("articles.corrections".into(), 0))
+        );
+        assert_eq!(parse_position_key(&k), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::sketch::Sketch;
 use crate::time::TimeSpan;
 use serde::{Deserialize, Serialize};
 
-pub use rocks::{RocksIndex, SyncHandle};
+pub use rocks::{CorrectionsPosition, RocksIndex, SyncHandle};
 
 /// Settings of the persistent index.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

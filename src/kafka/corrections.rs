@@ -5,11 +5,17 @@
 //! only after that output is acknowledged is the correction's offset committed. A crash repeats
 //! a correction, and applying one again only publishes its output again.
 //!
-//! Plain `assign` of every partition of the topic, offsets committed under the consumer group
-//! `<group-id>.corrections` (no member ever joins it, so it never rebalances and never counts as
-//! another instance of the service's own group). One correction at a time: they are rare, and
-//! their order is the topic's. Nothing is fetched while the group rules keep this member from
-//! deciding (`Shared::deciding`): a waiting newcomer applies nothing.
+//! Plain `assign` of every partition of the topic. The position lives with the index
+//! ([`CorrectionsPosition`], written once a correction's outcome is acknowledged): it never
+//! expires as a consumer group's offsets do after `offsets.retention.minutes`, and an index put
+//! back from a copy re-reads exactly the corrections it has not seen. It is also committed under
+//! the consumer group `<group-id>.corrections` (no member ever joins it, so it never rebalances
+//! and never counts as another instance of the service's own group), for lag monitoring and for
+//! an index that holds no position yet (one from an earlier release, a rebuild): such an index
+//! starts from the group's offsets, or, without any, from the beginning (from the end if the index
+//! holds no article, as no correction could apply to it). One correction at a time: they are
+//! rare, and their order is the topic's. Nothing is fetched while the group rules keep this
+//! member from deciding (`Shared::deciding`): a waiting newcomer applies nothing.
 //!
 //! When several members share the group (`exclusive_grace_ms = 0`), each with its own index,
 //! every member reads every correction, under a position of its own index
@@ -19,6 +25,7 @@
 
 use super::consumer::Shared;
 use super::record::{InputMessage, OutputKind};
+use crate::index::CorrectionsPosition;
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
@@ -59,31 +66,42 @@ pub struct CorrectionsParams {
     pub properties: BTreeMap<String, String>,
     pub service_group: String,
     /// One of several members of the group (`exclusive_grace_ms = 0`): the id of its index,
-    /// which names its position; only corrections of articles its index holds are applied.
+    /// which names its group; only corrections of articles its index holds are applied.
     pub member: Option<String>,
+    /// Whether the index held articles when the service started (see [`assign`]).
+    pub index_holds_articles: bool,
 }
 
-/// The engine's queue as the loop holds it: taken away when the service stops, so that the
-/// engine can end (its queue closes once no sender is left) whatever the loop is blocked in (a
-/// request to a frozen broker).
-type Jobs = Arc<Mutex<Option<Sender<InputMessage>>>>;
+/// What the loop holds of the engine and of the index: taken away when the service stops, so that
+/// both can close (the engine's queue once no sender is left, the index once no handle is)
+/// whatever the loop is blocked in (a request to a frozen broker).
+struct Held {
+    jobs: Option<Sender<InputMessage>>,
+    position: Option<CorrectionsPosition>,
+}
+
+type Lent = Arc<Mutex<Held>>;
 
 /// The running loop.
 pub struct Corrections {
-    jobs: Jobs,
+    lent: Lent,
 }
 
 impl Corrections {
     /// Starts the loop: records go to `jobs` (the engine's), acknowledgements come back on
-    /// `acks` (from the producer's `Acks`).
+    /// `acks` (from the producer's `Acks`); reading resumes at the index's `position`.
     pub fn spawn(
         params: CorrectionsParams,
+        position: CorrectionsPosition,
         jobs: Sender<InputMessage>,
         acks: Receiver<(i32, i64, OutputKind)>,
         shared: Arc<Shared>,
     ) -> Result<Corrections> {
-        let jobs: Jobs = Arc::new(Mutex::new(Some(jobs)));
-        let held = jobs.clone();
+        let lent: Lent = Arc::new(Mutex::new(Held {
+            jobs: Some(jobs),
+            position: Some(position),
+        }));
+        let held = lent.clone();
         std::thread::Builder::new()
             .name("corrections".into())
             .spawn(move || {
@@ -91,15 +109,17 @@ impl Corrections {
                 run(&params, &held, &acks, &shared);
             })
             .context("cannot spawn the corrections thread")?;
-        Ok(Corrections { jobs })
+        Ok(Corrections { lent })
     }
 
-    /// Before the engine closes: nothing more is handed to it. The loop ends by itself once it
-    /// sees the stop (a correction not yet acknowledged is not committed, and is applied again,
-    /// changing nothing, after the restart); it is not waited for, so a request it is blocked in
-    /// cannot hold up the stop.
+    /// Before the engine closes: nothing more is handed to it, nothing more is written to the
+    /// index. The loop ends by itself once it sees the stop (a correction not yet acknowledged
+    /// is not recorded done, and is applied again, changing nothing, after the restart); it is
+    /// not waited for, so a request it is blocked in cannot hold up the stop.
     pub fn close(self) {
-        self.jobs.lock().take();
+        let mut held = self.lent.lock();
+        held.jobs.take();
+        held.position.take();
     }
 }
 
@@ -109,13 +129,14 @@ fn stopping(shared: &Shared) -> bool {
 
 fn run(
     params: &CorrectionsParams,
-    jobs: &Jobs,
+    lent: &Lent,
     acks: &Receiver<(i32, i64, OutputKind)>,
     shared: &Shared,
 ) {
     let mut logged_missing = false;
     // One client for the whole run: a retry asks again on its open connection.
-    let consumer = match create(params) {
+    let group = group_id(&params.service_group, params.member.as_deref());
+    let consumer = match create(&params.properties, &group) {
         Ok(c) => c,
         Err(e) => {
             shared
@@ -128,7 +149,7 @@ fn run(
         if stopping(shared) {
             return;
         }
-        match assign(&consumer, params) {
+        match assign(&consumer, params, lent) {
             Ok(()) => break,
             Err(e) => {
                 if !logged_missing {
@@ -142,9 +163,6 @@ fn run(
             }
         }
     }
-    if logged_missing {
-        tracing::info!("reading corrections from {}", params.topic);
-    }
     let topic: Arc<str> = Arc::from(params.topic.as_str());
     while !stopping(shared) {
         if !shared.deciding.load(Ordering::Relaxed) {
@@ -154,11 +172,7 @@ fn run(
         let msg = match consumer.poll(POLL) {
             None => continue,
             Some(Err(e)) => {
-                let message = fetch_failed(
-                    &params.topic,
-                    &group_id(&params.service_group, params.member.as_deref()),
-                    &e,
-                );
+                let message = fetch_failed(&params.topic, &group, &e);
                 if shared
                     .health
                     .should_log(&format!("corrections:{}", error_code(&e)))
@@ -179,7 +193,7 @@ fn run(
                         params.topic
                     );
                     drop(msg);
-                    commit_position(&consumer, params, partition, offset);
+                    done(&consumer, params, lent, partition, offset);
                     continue;
                 }
                 Err(e) => {
@@ -192,7 +206,7 @@ fn run(
         let input = super::consumer::detach(&msg, &topic, 0, true);
         drop(msg);
         // The sender is cloned for this one send: `close` can take it away at any time.
-        let sender = jobs.lock().clone();
+        let sender = lent.lock().jobs.clone();
         if sender.is_none_or(|tx| tx.send(input).is_err()) {
             return;
         }
@@ -213,7 +227,7 @@ fn run(
                 kind.as_str()
             ),
         }
-        commit_position(&consumer, params, partition, offset);
+        done(&consumer, params, lent, partition, offset);
     }
 }
 
@@ -234,14 +248,28 @@ fn not_held(shared: &Shared, payload: Option<&[u8]>) -> Result<Option<String>> {
     Ok((!held).then_some(correction.id))
 }
 
-/// Commits the position after (`partition`, `offset`): that correction is done (applied and
-/// published, refused, or passed over).
-fn commit_position(
+/// Records the position after (`partition`, `offset`) in the index, then commits it under the
+/// group: that correction is done (applied and published, refused, or passed over).
+fn done(
     consumer: &BaseConsumer,
     params: &CorrectionsParams,
+    lent: &Lent,
     partition: i32,
     offset: i64,
 ) {
+    // A position not written (an error, or the service stopping) is only a correction read
+    // again after a restart, which is recognised and only published again.
+    let recorded = match &lent.lock().position {
+        Some(position) => position.record(partition, offset + 1),
+        None => return,
+    };
+    if let Err(e) = recorded {
+        tracing::warn!(
+            "cannot record the corrections position {}[{partition}]@{} in the index: {e}; the correction is read again after a restart (which changes nothing)",
+            params.topic,
+            offset + 1
+        );
+    }
     let mut tpl = TopicPartitionList::new();
     if let Err(e) = tpl
         .add_partition_offset(&params.topic, partition, Offset::Offset(offset + 1))
@@ -252,12 +280,12 @@ fn commit_position(
                 .map_err(anyhow::Error::from)
         })
     {
-        // Applied and published: a correction read again is recognised and only published
-        // again.
+        // Only for lag monitoring and an index without a position of its own.
         tracing::warn!(
-            "cannot commit the corrections position {}[{partition}]@{}: {e}; the correction is applied again after a restart (which changes nothing)",
+            "cannot commit the corrections position {}[{partition}]@{} under group {}: {e}; the index holds it, where reading resumes",
             params.topic,
-            offset + 1
+            offset + 1,
+            group_id(&params.service_group, params.member.as_deref())
         );
     }
 }
@@ -321,17 +349,14 @@ fn sleep_unless_stopped(shared: &Shared, total: Duration) {
     }
 }
 
-/// The reader of the corrections topic, committing under [`group_id`].
-fn create(params: &CorrectionsParams) -> Result<BaseConsumer> {
+/// The reader of the corrections topic, committing under `group` (see [`group_id`]).
+fn create(properties: &BTreeMap<String, String>, group: &str) -> Result<BaseConsumer> {
     let mut config = ClientConfig::new();
-    for (k, v) in &params.properties {
+    for (k, v) in properties {
         config.set(k, v);
     }
     config
-        .set(
-            "group.id",
-            group_id(&params.service_group, params.member.as_deref()),
-        )
+        .set("group.id", group)
         .set("enable.auto.commit", "false")
         .set("enable.auto.offset.store", "false")
         .set("auto.offset.reset", "earliest")
@@ -344,40 +369,68 @@ fn create(params: &CorrectionsParams) -> Result<BaseConsumer> {
         .set("client.id", "newsdedup-corrections");
     config
         .create()
-        .map_err(|e| super::producer::redacted(e, &params.properties))
+        .map_err(|e| super::producer::redacted(e, properties))
         .context("cannot create the corrections consumer")
 }
 
-/// Assigns every partition of the corrections topic at the group's committed offsets (a
-/// partition without one from its beginning: no correction is ever skipped).
-fn assign(consumer: &BaseConsumer, params: &CorrectionsParams) -> Result<()> {
+/// Assigns every partition of the corrections topic where the index stands. A partition the index
+/// holds no position for starts at the group's committed offset, or without one at the
+/// beginning (no correction is ever skipped), or at the end when the index holds no article (no
+/// correction written before could apply to it; a new index does not refuse a month of them).
+fn assign(consumer: &BaseConsumer, params: &CorrectionsParams, lent: &Lent) -> Result<()> {
     let partitions = super::topic_partitions_within(consumer, &params.topic, REQUEST_TIMEOUT)?;
-    let mut tpl = TopicPartitionList::new();
-    for p in &partitions {
-        tpl.add_partition(&params.topic, *p);
-    }
-    let committed = consumer
-        .committed_offsets(tpl, REQUEST_TIMEOUT)
-        .with_context(|| {
-            format!(
-                "cannot read the committed offsets of group {}",
-                group_id(&params.service_group, params.member.as_deref())
-            )
-        })?;
+    let stored = match &lent.lock().position {
+        Some(position) => position
+            .read()
+            .context("cannot read the index's corrections position")?,
+        None => anyhow::bail!("the service is stopping"),
+    };
+    let group = group_id(&params.service_group, params.member.as_deref());
+    let committed = if partitions.iter().all(|p| stored.contains_key(p)) {
+        None
+    } else {
+        let mut tpl = TopicPartitionList::new();
+        for p in &partitions {
+            tpl.add_partition(&params.topic, *p);
+        }
+        Some(
+            consumer
+                .committed_offsets(tpl, REQUEST_TIMEOUT)
+                .with_context(|| format!("cannot read the committed offsets of group {group}"))?,
+        )
+    };
     let mut start = TopicPartitionList::new();
+    let mut said = Vec::new();
     for p in &partitions {
-        let offset = match committed
-            .find_partition(&params.topic, *p)
-            .map(|e| e.offset())
-        {
-            Some(Offset::Offset(o)) if o >= 0 => Offset::Offset(o),
-            _ => Offset::Beginning,
+        let from_group = committed.as_ref().and_then(|c| {
+            match c.find_partition(&params.topic, *p).map(|e| e.offset()) {
+                Some(Offset::Offset(o)) if o >= 0 => Some(o),
+                _ => None,
+            }
+        });
+        let (offset, from) = match (stored.get(p), from_group) {
+            (Some(&o), _) => (Offset::Offset(o), format!("{o} (the index's position)")),
+            (None, Some(o)) => (Offset::Offset(o), format!("{o} (group {group})")),
+            (None, None) if params.index_holds_articles => {
+                (Offset::Beginning, "the beginning".to_owned())
+            }
+            (None, None) => (
+                Offset::End,
+                "the end (the index holds no article a correction could apply to)".to_owned(),
+            ),
         };
         start.add_partition_offset(&params.topic, *p, offset)?;
+        said.push(format!("[{p}] from {from}"));
     }
     consumer
         .assign(&start)
-        .with_context(|| format!("cannot assign the partitions of {}", params.topic))
+        .with_context(|| format!("cannot assign the partitions of {}", params.topic))?;
+    tracing::info!(
+        "reading corrections from {} {}",
+        params.topic,
+        said.join(", ")
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -419,13 +472,12 @@ mod tests {
                 "hunter2-secret".to_owned(),
             ),
         ]);
-        let params = CorrectionsParams {
-            topic: "articles.corrections".into(),
-            properties: properties.clone(),
-            service_group: "newsdedup".into(),
-            member: None,
-        };
-        let corrections = format!("{:#}", create(&params).err().expect("refused"));
+        let corrections = format!(
+            "{:#}",
+            create(&properties, "newsdedup.corrections")
+                .err()
+                .expect("refused")
+        );
         let audit = format!(
             "{:#}",
             super::super::audit_source::create(&properties)

@@ -717,3 +717,83 @@ fn with_several_members_a_correction_has_one_outcome_from_the_member_holding_its
         || logs().contains("passed over: this member's index does not hold it"),
     );
 }
+
+/// Moves group `group`'s committed offset of `topic` [0] to `offset` (the group has no member):
+/// what an operator's reset, or the broker's expiry of the group's offsets, leaves behind.
+fn reset_group(brokers: &str, group: &str, topic: &str, offset: i64) {
+    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Offset(offset))
+        .expect("offset");
+    consumer.commit(&tpl, CommitMode::Sync).expect("commit");
+}
+
+/// The corrections position lives with the index: when the group `<group>.corrections` loses
+/// its offsets (Kafka drops a memberless group's offsets after `offsets.retention.minutes`, or an
+/// operator resets it), a restarted service resumes where its index stands and re-reads nothing.
+#[test]
+fn a_restarted_service_resumes_corrections_where_its_index_stands_whatever_the_group_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let broker = Broker::start(d);
+    broker.create_service_topics(2);
+    broker.create_topics(&["articles.corrections:1"]);
+    let b = broker.bootstrap.as_str();
+    let index = d.join("index");
+    let mut svc = start_service(b, &index, &d.join("run-1.log"), &[]);
+    svc.wait_http();
+    produce(b, "articles.raw", &first_articles(), Some(0));
+    let mut reader = Reader::new(b, &OUTPUTS);
+    reader.wait_outputs(5, Duration::from_secs(120), &|| svc.log());
+    let release = correct(b, &["release", "--id", "a", "--by", "ed"]);
+    assert!(
+        release.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&release.stderr),
+        svc.log()
+    );
+    let said: Value = serde_json::from_slice(&release.stdout).expect("report");
+    assert_eq!(said["outcome"], "applied", "{said}");
+    let (status, _) = svc.terminate(Duration::from_secs(30));
+    assert!(status.success(), "{}", svc.log());
+
+    // The group's position gone back to the topic's start.
+    reset_group(b, "newsdedup.corrections", "articles.corrections", 0);
+    let svc = start_service(b, &index, &d.join("run-2.log"), &[]);
+    svc.wait_http();
+    wait_until(
+        "the restarted service reading corrections",
+        &|| svc.log(),
+        || svc.log().contains("reading corrections from"),
+    );
+    let next = next_articles("after");
+    produce(b, "articles.raw", &next, Some(0));
+    reader.wait_outputs(5 + 1 + next.len(), Duration::from_secs(120), &|| svc.log());
+    // Long enough for a correction read again to be applied and published again.
+    reader.poll_for(Duration::from_secs(3));
+    let releases = reader
+        .got
+        .iter()
+        .filter(|o| o.key.as_deref() == Some("a") && o.json()["dedup"]["correction"].is_object())
+        .count();
+    assert_eq!(
+        releases,
+        1,
+        "the release was applied again after the restart\n{}",
+        svc.log()
+    );
+    assert!(
+        svc.log().contains(
+            "reading corrections from articles.corrections [0] from 1 (the index's position)"
+        ),
+        "{}",
+        svc.log()
+    );
+}

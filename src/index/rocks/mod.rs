@@ -21,6 +21,7 @@ mod verify;
 mod write;
 
 pub use admin::{disk_usage_of, SyncHandle};
+pub use positions::CorrectionsPosition;
 pub use read::CROWDED_LOOKUPS;
 pub use stats::{AgeStats, BandStats, FamilyStats, IndexStats};
 pub use verify::VerifyReport;

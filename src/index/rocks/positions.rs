@@ -5,15 +5,108 @@
 //! knows exactly which records it holds and resumes after the last one; `clear_positions` forgets
 //! them when the index becomes `run`'s (a takeover). An index `run` built has none. Apart from the
 //! decision's reads and writes because only a rebuilt index, and the takeover of one, uses them.
+//!
+//! Also the index's position in the corrections topic ([`CorrectionsPosition`]): `run` reads
+//! corrections from where the index it decides with stands, so the position cannot expire like a
+//! consumer group's offsets, and an index put back from a copy re-reads exactly the corrections
+//! it has not seen.
 
 use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::layout::{self, META};
 use crate::index::{PairChange, StoredArticle};
-use rocksdb::{Direction, IteratorMode};
+use rocksdb::{Direction, IteratorMode, DB};
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// How far corrections of one topic were read into this index (`layout::META_CORRECTIONS_PREFIX`),
+/// kept open beside the single writer: the corrections reader records each correction once its
+/// outcome is acknowledged. Only that reader writes these keys, and no decision reads them.
+#[derive(Clone)]
+pub struct CorrectionsPosition {
+    db: Arc<DB>,
+    dir: PathBuf,
+    topic: String,
+}
+
+impl CorrectionsPosition {
+    /// Partition -> next offset to read; empty if no correction of the topic was ever read into
+    /// this index (a new index, or one `index rebuild` or a standby made).
+    pub fn read(&self) -> Result<BTreeMap<i32, i64>, IndexError> {
+        let meta = self.meta()?;
+        let prefix = layout::corrections_key(&self.topic, 0);
+        let prefix = &prefix[..prefix.len() - 1];
+        let mut out = BTreeMap::new();
+        let iter = self
+            .db
+            .iterator_cf(meta, IteratorMode::From(prefix, Direction::Forward));
+        for item in iter {
+            let (k, v) = item.map_err(rocks_err(&self.dir))?;
+            if !k.starts_with(prefix) {
+                break;
+            }
+            match (layout::parse_corrections_key(&k), <[u8; 8]>::try_from(&*v)) {
+                (Some((topic, partition)), Ok(bytes)) if topic == self.topic => {
+                    out.insert(partition, i64::from_be_bytes(bytes));
+                }
+                // Not a Kafka topic name (they hold no '/'): another topic's, not ours.
+                (Some(_), Ok(_)) => {}
+                _ => {
+                    return Err(IndexError::Corrupt {
+                        dir: self.dir.clone(),
+                        message: format!(
+                            "bad corrections position {:?}",
+                            String::from_utf8_lossy(&k)
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records that every correction of `partition` before `next` is done (applied and its output
+    /// acknowledged, refused, or passed over). Not synced: the next sync of the decisions makes it
+    /// durable, and a position lost in a crash only repeats corrections, which changes nothing.
+    pub fn record(&self, partition: i32, next: i64) -> Result<(), IndexError> {
+        self.db
+            .put_cf(
+                self.meta()?,
+                layout::corrections_key(&self.topic, partition),
+                next.to_be_bytes(),
+            )
+            .map_err(rocks_err(&self.dir))
+    }
+
+    fn meta(&self) -> Result<&rocksdb::ColumnFamily, IndexError> {
+        self.db.cf_handle(META).ok_or_else(|| IndexError::Corrupt {
+            dir: self.dir.clone(),
+            message: format!("column family {META} is missing"),
+        })
+    }
+}
+
+impl std::fmt::Debug for CorrectionsPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CorrectionsPosition")
+            .field("dir", &self.dir)
+            .field("topic", &self.topic)
+            .finish()
+    }
+}
 
 impl RocksIndex {
+    /// The index's position in the corrections topic `topic`, as a handle the corrections reader
+    /// keeps beside the single writer (it keeps the database open while it lives).
+    pub fn corrections_position(&self, topic: &str) -> CorrectionsPosition {
+        CorrectionsPosition {
+            db: self.db.clone(),
+            dir: self.dir.clone(),
+            topic: topic.to_owned(),
+        }
+    }
+
     /// One atomic write of a restored article, when given (`id`, the stored version it replaces
     /// if any, the article, whether it is searchable), of the pair an editor's correction changed
     /// (`id` and the change; skipped if a later change of the pair is stored), and of a read
@@ -93,5 +186,54 @@ impl RocksIndex {
         }
         self.commit(staged, self.counts)?;
         self.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::admin::tests::identity;
+    use super::*;
+    use crate::index::IndexConfig;
+
+    /// The corrections position survives a reopen, is per topic (one whose name extends another's
+    /// is kept apart), and a takeover's `clear_positions` keeps it.
+    #[test]
+    fn the_corrections_position_follows_the_index_and_survives_a_takeover() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = IndexConfig::default();
+        let mut index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        let position = index.corrections_position("articles.corrections");
+        assert!(position.read().unwrap().is_empty());
+        position.record(0, 13).unwrap();
+        position.record(2, 4).unwrap();
+        position.record(0, 14).unwrap();
+        index
+            .corrections_position("articles.corrections2")
+            .record(0, 99)
+            .unwrap();
+        index
+            .write_restored(None, None, Some(("articles.unique", 0, 7)))
+            .unwrap();
+        index.clear_positions().unwrap();
+        drop(position);
+        index.sync().unwrap();
+        drop(index);
+
+        let index = RocksIndex::open(dir.path(), &identity(), &config).unwrap();
+        assert_eq!(
+            index
+                .corrections_position("articles.corrections")
+                .read()
+                .unwrap(),
+            BTreeMap::from([(0, 14), (2, 4)])
+        );
+        assert_eq!(
+            index
+                .corrections_position("articles.corrections2")
+                .read()
+                .unwrap(),
+            BTreeMap::from([(0, 99)])
+        );
+        assert!(index.positions().unwrap().is_empty());
     }
 }
