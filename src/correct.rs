@@ -226,6 +226,7 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
                     bytes: line.clone(),
                     timestamp_ms: None,
                     position: None,
+                    correction: None,
                     input_time_ms: None,
                     sketch: None,
                 };
@@ -242,8 +243,9 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
                 Some(since) => start_at(properties, &names, since)?,
                 None => BTreeMap::new(),
             };
-            let mut follower = Follower::start(properties, &names, &start, "newsdedup-correct")
-                .context("cannot read the output topics")?;
+            let mut follower =
+                Follower::start(properties, &names, None, &start, "newsdedup-correct")
+                    .context("cannot read the output topics")?;
             let started = Instant::now();
             let mut last_report = Instant::now();
             let mut read = 0u64;

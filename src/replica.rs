@@ -42,6 +42,10 @@ pub struct TopicSource {
     /// librdkafka properties of a reader, `bootstrap.servers` included.
     pub properties: BTreeMap<String, String>,
     pub topics: Vec<String>,
+    /// The corrections topic of the service that wrote them: a correction's output (its
+    /// `newsdedup.source.topic` header names this topic) moves the rebuilt index's corrections
+    /// position past that correction, in the same write as the article.
+    pub corrections_topic: Option<String>,
 }
 
 /// A progress line of a restore, `done` of about `total` (records or bytes; 0: unknown) read.
@@ -58,26 +62,29 @@ fn restore_line(s: &RestoreSummary, done: u64, total: u64) -> String {
 }
 
 impl RestoreTarget for RocksIndex {
-    /// Idempotent (`restore::apply_rule`); the article and the read position in one write.
+    /// Idempotent (`restore::apply_rule`); the article, the read position and the corrections
+    /// position in one write.
     fn apply_restored(
         &mut self,
         restored: Option<&Restored>,
         position: Option<(&str, i32, i64)>,
+        correction: Option<(&str, i32, i64)>,
     ) -> Result<Apply, IndexError> {
         let Some(r) = restored else {
-            self.write_restored(None, None, position)?;
+            self.write_restored(None, None, position, correction)?;
             return Ok(Apply::Skip);
         };
         let apply = apply_rule(self.get(&r.id)?, &r.article);
         // A correction's pair is applied whatever happens to the article (ordered by its time).
         let pair = r.pair.as_ref().map(|p| (r.id.as_str(), p));
         match &apply {
-            Apply::Skip if position.is_none() && pair.is_none() => {}
-            Apply::Skip => self.write_restored(None, pair, position)?,
+            Apply::Skip if position.is_none() && pair.is_none() && correction.is_none() => {}
+            Apply::Skip => self.write_restored(None, pair, position, correction)?,
             Apply::Insert => self.write_restored(
                 Some((&r.id, None, &r.article, r.searchable)),
                 pair,
                 position,
+                correction,
             )?,
             Apply::Replace(previous) => {
                 // A correction of the same version changes what a correction changes on the
@@ -96,6 +103,7 @@ impl RestoreTarget for RocksIndex {
                     Some((&r.id, Some(previous), &article, r.searchable)),
                     pair,
                     position,
+                    correction,
                 )?
             }
         }
@@ -164,6 +172,7 @@ pub fn rebuild_from_files(
                         bytes,
                         timestamp_ms: None,
                         position: None,
+                        correction: None,
                         input_time_ms: None,
                         sketch: None,
                     }));
@@ -175,6 +184,7 @@ pub fn rebuild_from_files(
                         bytes: Vec::new(),
                         timestamp_ms: None,
                         position: None,
+                        correction: None,
                         input_time_ms: None,
                         sketch: None,
                     }));
@@ -214,7 +224,13 @@ pub fn rebuild_from_topics(
     if !positions.is_empty() {
         tracing::info!("{label}: resuming from the stored positions {positions:?}");
     }
-    let mut follower = Follower::start(&source.properties, &source.topics, &positions, label)?;
+    let mut follower = Follower::start(
+        &source.properties,
+        &source.topics,
+        source.corrections_topic.as_deref(),
+        &positions,
+        label,
+    )?;
     let total = follower.remaining_at_start;
     let next = move || -> io::Result<Option<SourceRecord>> {
         loop {
@@ -286,7 +302,13 @@ pub fn follow(
             format!("the stored positions {positions:?}")
         }
     );
-    let mut follower = Follower::start(&source.properties, &source.topics, &positions, "standby")?;
+    let mut follower = Follower::start(
+        &source.properties,
+        &source.topics,
+        source.corrections_topic.as_deref(),
+        &positions,
+        "standby",
+    )?;
     let mut last_lag = Instant::now() - lag_every;
     let mut last_disk = Instant::now() - DISK_EVERY;
     let dir = index.dir().to_owned();

@@ -244,11 +244,13 @@ pub fn apply_rule(stored: Option<StoredArticle>, incoming: &StoredArticle) -> Ap
 /// An index that restored articles can be applied to.
 pub trait RestoreTarget {
     /// Applies `restored` (when given) and records `position` (topic, partition, next offset to
-    /// read; when given) in one atomic write.
+    /// read; when given) and the corrections position `correction` (the same, of the corrections
+    /// topic, when the record is a correction's output; never moved back) in one atomic write.
     fn apply_restored(
         &mut self,
         restored: Option<&Restored>,
         position: Option<(&str, i32, i64)>,
+        correction: Option<(&str, i32, i64)>,
     ) -> Result<Apply, IndexError>;
 }
 
@@ -260,6 +262,9 @@ pub struct SourceRecord {
     pub timestamp_ms: Option<u64>,
     /// Where it was read (topic, partition, offset); None for a file line.
     pub position: Option<(Arc<str>, i32, i64)>,
+    /// The record of the corrections topic it is the output of (topic, partition, offset: its
+    /// `newsdedup.source.*` headers), when it is a correction's; None for a file line.
+    pub correction: Option<(Arc<str>, i32, i64)>,
     /// Timestamp of the input record it answers (header `newsdedup.source.timestamp`).
     pub input_time_ms: Option<i64>,
     /// The content sketch of its text as the decision computed it (header `newsdedup.sketch`);
@@ -432,8 +437,15 @@ impl<T: RestoreTarget, F: FnMut(&RestoreSummary)>
                 None
             }
         };
-        if restored.is_some() || position.is_some() {
-            match self.target.apply_restored(restored.as_ref(), position)? {
+        let correction = record
+            .correction
+            .as_ref()
+            .map(|(topic, partition, offset)| (&**topic, *partition, offset + 1));
+        if restored.is_some() || position.is_some() || correction.is_some() {
+            match self
+                .target
+                .apply_restored(restored.as_ref(), position, correction)?
+            {
                 Apply::Insert => summary.inserted += 1,
                 Apply::Replace(_) => summary.replaced += 1,
                 Apply::Skip if restored.is_some() => summary.already_indexed += 1,

@@ -155,6 +155,7 @@ fn output_topics(settings: &Settings) -> TopicSource {
             settings.service.unique_topic.clone(),
             settings.service.duplicate_topic.clone(),
         ],
+        corrections_topic: Some(settings.service.corrections_topic.clone()),
     }
 }
 

@@ -219,7 +219,11 @@ fn topic_source(
     } else {
         topics
     };
-    Ok(TopicSource { properties, topics })
+    Ok(TopicSource {
+        properties,
+        topics,
+        corrections_topic: Some(service.corrections_topic.clone()),
+    })
 }
 
 fn rebuild(index_dir: &Path, source: Source, quiet: bool, components: &Components) -> Result<()> {

@@ -44,14 +44,19 @@ pub struct Follower {
     pub remaining_at_start: i64,
     last_record: Instant,
     last_error: String,
+    /// See `TopicSource::corrections_topic`.
+    corrections_topic: Option<Arc<str>>,
 }
 
 impl Follower {
     /// Assigns every partition of `topics`, each at its stored position in `positions` or at its
-    /// beginning. `properties`: librdkafka properties, `bootstrap.servers` included.
+    /// beginning. `properties`: librdkafka properties, `bootstrap.servers` included. A record
+    /// that answers a record of `corrections_topic` is a correction's output: its
+    /// [`SourceRecord::correction`] says which.
     pub fn start(
         properties: &BTreeMap<String, String>,
         topics: &[String],
+        corrections_topic: Option<&str>,
         positions: &BTreeMap<(String, i32), i64>,
         client_id: &str,
     ) -> Result<Follower> {
@@ -93,6 +98,7 @@ impl Follower {
             remaining_at_start: remaining,
             last_record: Instant::now(),
             last_error: String::new(),
+            corrections_topic: corrections_topic.map(Arc::from),
         })
     }
 
@@ -121,7 +127,12 @@ impl Follower {
                     state.end = state.end.max(state.next);
                 }
                 let (input_time_ms, sketch) = restore_headers(&m);
+                let correction = self.corrections_topic.as_ref().and_then(|corrections| {
+                    let (topic, partition, offset) = answered(&m)?;
+                    (topic == **corrections).then(|| (corrections.clone(), partition, offset))
+                });
                 Some(SourceRecord {
+                    correction,
                     bytes: m.payload().unwrap_or_default().to_vec(),
                     input_time_ms,
                     sketch,
@@ -180,6 +191,22 @@ fn restore_headers(m: &impl Message) -> (Option<i64>, Option<Sketch>) {
             .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()),
         header(crate::kafka::record::H_SKETCH).and_then(Sketch::from_bytes),
     )
+}
+
+/// The record an output record answers (headers `newsdedup.source.topic`, `.partition`,
+/// `.offset`); None if one is missing or malformed.
+fn answered(m: &impl Message) -> Option<(String, i32, i64)> {
+    use crate::kafka::record::{H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC};
+    let header = |key: &str| {
+        m.headers()
+            .and_then(|h| h.iter().find(|h| h.key == key).and_then(|h| h.value))
+            .and_then(|v| std::str::from_utf8(v).ok())
+    };
+    Some((
+        header(H_SOURCE_TOPIC)?.to_owned(),
+        header(H_SOURCE_PARTITION)?.parse().ok()?,
+        header(H_SOURCE_OFFSET)?.parse().ok()?,
+    ))
 }
 
 #[cfg(test)]

@@ -397,6 +397,16 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
             .iter(),
     );
     assert_eq!(got, live);
+    // The standby's index learnt how far corrections are applied from the corrected records
+    // (the last, A's release sent again, answers correction 4): it resumes after them whatever
+    // the group's offsets say.
+    assert!(
+        promoted.log().contains(
+            "reading corrections from articles.corrections [0] from 5 (the index's position)"
+        ),
+        "{}",
+        promoted.log()
+    );
     let (status, _) = promoted.terminate(Duration::from_secs(30));
     assert!(status.success(), "promoted: {}", promoted.log());
 }

@@ -541,10 +541,10 @@ fn a_corrected_record_carries_the_stored_sketch_and_restores_dated_as_the_servic
             let restored = restore::restore(rec, None, &r.fp, &RULES, NOW, None, true)
                 .unwrap()
                 .unwrap();
-            replica.apply_restored(Some(&restored), None).unwrap();
+            replica.apply_restored(Some(&restored), None, None).unwrap();
         }
         replica
-            .apply_restored(Some(&restore_corrected()), None)
+            .apply_restored(Some(&restore_corrected()), None, None)
             .unwrap();
         let got = replica.get("a").unwrap().unwrap();
         let dating = |x: &newsdedup::index::StoredArticle| {
@@ -633,7 +633,7 @@ fn corrections_take_effect_in_the_order_read_whatever_the_editors_clocks_and_a_r
             let restored = restore::restore(rec, None, &r.fp, &RULES, NOW, None, true)
                 .unwrap()
                 .unwrap();
-            rebuilt.apply_restored(Some(&restored), None).unwrap();
+            rebuilt.apply_restored(Some(&restored), None, None).unwrap();
         }
         assert_eq!(state(&rebuilt, &ids), state(r.deduper.store(), &ids));
     }
@@ -726,7 +726,7 @@ fn a_rebuild_from_the_output_records_equals_the_corrected_index_in_any_read_orde
             let restored = restore::restore(rec, None, &live.fp, &RULES, NOW, None, true)
                 .unwrap()
                 .unwrap();
-            rebuilt.apply_restored(Some(&restored), None).unwrap();
+            rebuilt.apply_restored(Some(&restored), None, None).unwrap();
         }
         assert_eq!(state(&rebuilt, &ids), expected);
         let v = rebuilt.verify().unwrap();

@@ -109,15 +109,18 @@ impl RocksIndex {
 
     /// One atomic write of a restored article, when given (`id`, the stored version it replaces
     /// if any, the article, whether it is searchable), of the pair an editor's correction changed
-    /// (`id` and the change; skipped if a later change of the pair is stored), and of a read
+    /// (`id` and the change; skipped if a later change of the pair is stored), of a read
     /// position of the output topics (topic, partition, next offset), so an index built from the
-    /// output topics always knows exactly which records it holds. The article's `seq` is assigned
-    /// here.
+    /// output topics always knows exactly which records it holds, and of the corrections position
+    /// past the correction the record is the output of (unless a later one is stored: corrections
+    /// are applied one at a time, in order, so every correction before it is done). The
+    /// article's `seq` is assigned here.
     pub fn write_restored(
         &mut self,
         article: Option<(&str, Option<&StoredArticle>, &StoredArticle, bool)>,
         pair: Option<(&str, &PairChange)>,
         position: Option<(&str, i32, i64)>,
+        correction: Option<(&str, i32, i64)>,
     ) -> Result<(), IndexError> {
         let mut counts = self.counts;
         let mut staged = Staged::default();
@@ -138,6 +141,18 @@ impl RocksIndex {
                 layout::position_key(topic, partition),
                 next.to_be_bytes(),
             );
+        }
+        if let Some((topic, partition, next)) = correction {
+            // The unique and duplicate topics are read interleaved: a correction's output may be
+            // read after a later one's.
+            let stored = self.corrections_position(topic).read()?;
+            if stored.get(&partition).is_none_or(|&at| at < next) {
+                staged.rocks.put_cf(
+                    self.cf(META)?,
+                    layout::corrections_key(topic, partition),
+                    next.to_be_bytes(),
+                );
+            }
         }
         self.commit(staged, counts)?;
         if let (true, Some((id, change))) = (paired, pair) {
@@ -212,7 +227,7 @@ mod tests {
             .record(0, 99)
             .unwrap();
         index
-            .write_restored(None, None, Some(("articles.unique", 0, 7)))
+            .write_restored(None, None, Some(("articles.unique", 0, 7)), None)
             .unwrap();
         index.clear_positions().unwrap();
         drop(position);
