@@ -418,14 +418,32 @@ class Proxy:
             log(f"{tag}: protocol error before authentication: {e}; closing")
             logged_in = False
         if not logged_in:
-            for w in (writer, up_writer):
-                try:
-                    w.close()
-                except Exception:  # noqa: BLE001 - already broken
-                    pass
+            await self.close_after_refusal(reader, writer)
+            try:
+                up_writer.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
             return
         await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
         log(f"{tag}: closed")
+
+    @staticmethod
+    async def close_after_refusal(reader, writer):
+        """Closes as Kafka does after a refused login: a moment later
+        (connection.failed.authentication.delay.ms, 100 ms), and only the sending side first,
+        reading what the client still sends until it closes: closing a socket with unread data
+        resets the connection, which may discard the refusal before the client has read it."""
+        try:
+            await asyncio.sleep(0.1)
+            if writer.can_write_eof():
+                writer.write_eof()
+            await asyncio.wait_for(reader.read(), timeout=1.0)
+        except Exception:  # noqa: BLE001 - the client went away, or kept the connection open
+            pass
+        try:
+            writer.close()
+        except Exception:  # noqa: BLE001 - already broken
+            pass
 
     async def login(self, tag, reader, writer, up_reader, up_writer):
         """Runs the connection until the client has logged in (True) or must be dropped."""

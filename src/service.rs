@@ -492,7 +492,10 @@ pub(crate) fn serve_http(
         settings,
         Arc::new(move || h1.liveness()),
         Arc::new(move || h2.readiness()),
-    )
+    )?;
+    // Before any Kafka client exists: 0 until a broker has answered (`Health::broker_ok`).
+    metrics::gauge!(crate::metrics::BROKER_UP).set(if health.broker_is_up() { 1.0 } else { 0.0 });
+    Ok(())
 }
 
 /// Installs the metrics recorder and serves /metrics, and /health and /ready as `health` and

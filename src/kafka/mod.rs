@@ -110,6 +110,9 @@ pub struct Health {
     behind: Mutex<behind::BehindState>,
     failure: Mutex<Option<String>>,
     last_broker_error: Mutex<Option<String>>,
+    /// The last broker error is a refused SASL login (until a broker is reachable again): the
+    /// "all brokers down" that follows it must not hide the cause.
+    login_refused: AtomicBool,
     /// Last time each (client, error code) was logged, to rate-limit repeated errors.
     logged: Mutex<HashMap<String, Instant>>,
 }
@@ -123,7 +126,9 @@ impl Health {
     pub fn new(progress_timeout: Duration) -> Self {
         Health {
             state: AtomicU8::new(State::Starting as u8),
-            broker_up: AtomicBool::new(true),
+            // Not up until a broker has answered: a service that cannot log in, or whose
+            // brokers are all away from its start, is never ready.
+            broker_up: AtomicBool::new(false),
             started: Instant::now(),
             last_poll_ms: AtomicU64::new(0),
             last_progress_ms: AtomicU64::new(0),
@@ -134,6 +139,7 @@ impl Health {
             in_flight: AtomicUsize::new(0),
             failure: Mutex::new(None),
             last_broker_error: Mutex::new(None),
+            login_refused: AtomicBool::new(false),
             logged: Mutex::new(HashMap::new()),
         }
     }
@@ -187,8 +193,11 @@ impl Health {
     }
 
     pub fn broker_ok(&self) {
+        self.login_refused.store(false, Ordering::Relaxed);
         if !self.broker_up.swap(true, Ordering::Relaxed) {
-            tracing::info!("Kafka broker reachable again");
+            if self.last_broker_error.lock().is_some() {
+                tracing::info!("Kafka broker reachable again");
+            }
             metrics::gauge!(crate::metrics::BROKER_UP).set(1.0);
         }
     }
@@ -197,6 +206,13 @@ impl Health {
         self.broker_up.store(false, Ordering::Relaxed);
         metrics::gauge!(crate::metrics::BROKER_UP).set(0.0);
         *self.last_broker_error.lock() = Some(why);
+    }
+
+    /// The broker refused the SASL login: said until a broker is reachable again, whatever
+    /// "all brokers down" follows.
+    pub fn login_refused(&self, why: String) {
+        self.broker_down(why);
+        self.login_refused.store(true, Ordering::Relaxed);
     }
 
     pub fn broker_is_up(&self) -> bool {
@@ -303,17 +319,19 @@ impl ServiceClientContext {
         );
         let refused_login = code == Some(RDKafkaErrorCode::Authentication);
         if refused_login {
-            // Kept over the "all brokers down" that follows, which would hide the cause.
-            self.health
-                .broker_down(format!("{error}: {reason}; {}", login::advice(reason)));
+            // The refusal arrives through the client's error callback (with librdkafka's reason)
+            // or through a consumer's poll (the code alone): either way it names SASL.
+            self.health.login_refused(format!(
+                "the Kafka broker refused the SASL login ({error}: {reason}); {}",
+                login::advice(reason)
+            ));
         } else if matches!(code, Some(RDKafkaErrorCode::AllBrokersDown)) {
-            let last = self.health.last_broker_error.lock().clone();
-            let why = match last {
-                // The refused login is the reason no broker is up: keep saying so.
-                Some(refusal) if refusal.contains("SASL") && !self.health.broker_is_up() => refusal,
-                _ => format!("{error}: {reason}"),
-            };
-            self.health.broker_down(why);
+            // The refused login is the reason no broker is up: keep saying so.
+            let refusal_stands =
+                self.health.login_refused.load(Ordering::Relaxed) && !self.health.broker_is_up();
+            if !refusal_stands {
+                self.health.broker_down(format!("{error}: {reason}"));
+            }
         }
         if !self
             .health
@@ -379,4 +397,35 @@ pub(crate) fn topic_partitions_within<C: rdkafka::consumer::ConsumerContext>(
     }
     ps.sort_unstable();
     Ok(ps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused login said through a consumer's poll (the code alone, no "SASL" in the text) is
+    /// still what the health says after the "all brokers down" that follows; a broker reachable
+    /// again clears it.
+    #[test]
+    fn a_refused_login_stays_the_reason_whichever_way_it_arrives() {
+        let health = Arc::new(Health::new(Duration::from_secs(60)));
+        let ctx = ServiceClientContext {
+            client: "consumer",
+            health: health.clone(),
+        };
+        let down = KafkaError::MessageConsumption(RDKafkaErrorCode::AllBrokersDown);
+        let refused = KafkaError::MessageConsumption(RDKafkaErrorCode::Authentication);
+        ctx.report(&down, "while consuming");
+        ctx.report(&refused, "while consuming");
+        ctx.report(&down, "while consuming");
+        let said = health.last_broker_error.lock().clone().unwrap_or_default();
+        assert!(
+            said.contains("refused the SASL login") && said.contains("sasl.password"),
+            "{said}"
+        );
+        health.broker_ok();
+        ctx.report(&down, "while consuming");
+        let said = health.last_broker_error.lock().clone().unwrap_or_default();
+        assert!(said.contains("AllBrokersDown"), "{said}");
+    }
 }

@@ -146,7 +146,6 @@ fn consume(
     let mut gate_open = group.is_none();
     let mut looked_at: Option<(u64, Instant)> = None;
     let mut last_export = Instant::now();
-    metrics::gauge!(m::BROKER_UP).set(1.0);
     metrics::gauge!(m::FETCH_PAUSED).set(0.0);
     shared.health.set_state(State::Running);
 
