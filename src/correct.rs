@@ -12,10 +12,9 @@
 use crate::article::Article;
 use crate::correction::{Correction, Refusal};
 use crate::index::{event_time, CorrectionKind};
-use crate::kafka::follow::Follower;
 use crate::kafka::record::{H_ERROR_MESSAGE, H_ERROR_REASON};
 use crate::output::{self, DedupMember};
-use crate::restore::SourceRecord;
+use crate::progress::Progress;
 use crate::signing::SigningKey;
 use crate::simhash::Fingerprint;
 use crate::time::{format_rfc3339, TimeSpan, UtcOffset};
@@ -154,12 +153,20 @@ struct Head<'a> {
     dedup: Option<DedupMember<'a>>,
 }
 
+/// An output record as read: its value, its timestamp (None for a file line) and that of the
+/// input it answers (header `newsdedup.source.timestamp`).
+struct Seen<'a> {
+    bytes: &'a [u8],
+    timestamp_ms: Option<i64>,
+    input_time_ms: Option<i64>,
+}
+
 /// The decided record of `rec` if it is one of `ids`' (cheap test first: the id's text).
-fn decided_of(rec: &SourceRecord, ids: &[String], rules: &Rules) -> Option<(String, Decided)> {
-    if !ids.iter().any(|id| contains(&rec.bytes, id.as_bytes())) {
+fn decided_of(rec: &Seen, ids: &[String], rules: &Rules) -> Option<(String, Decided)> {
+    if !ids.iter().any(|id| contains(rec.bytes, id.as_bytes())) {
         return None;
     }
-    let head: Head = serde_json::from_slice(&rec.bytes).ok()?;
+    let head: Head = serde_json::from_slice(rec.bytes).ok()?;
     if !ids.iter().any(|id| id == head.id.as_ref()) {
         return None;
     }
@@ -167,13 +174,10 @@ fn decided_of(rec: &SourceRecord, ids: &[String], rules: &Rules) -> Option<(Stri
     if dedup.decision == "invalid" {
         return None;
     }
-    let published = Article::parse(&rec.bytes, rules.max_record_bytes)
+    let published = Article::parse(rec.bytes, rules.max_record_bytes)
         .ok()
         .and_then(|a| a.published_ms(rules.published_at_offset));
-    let at = rec
-        .timestamp_ms
-        .and_then(|t| i64::try_from(t).ok())
-        .unwrap_or(i64::MAX);
+    let at = rec.timestamp_ms.unwrap_or(i64::MAX);
     let event_ms = match (published, rec.input_time_ms, rec.timestamp_ms) {
         (None, None, None) => None,
         _ => Some(event_time(published, rec.input_time_ms, at).0),
@@ -181,7 +185,7 @@ fn decided_of(rec: &SourceRecord, ids: &[String], rules: &Rules) -> Option<(Stri
     Some((
         head.id.into_owned(),
         Decided {
-            record: rec.bytes.clone(),
+            record: rec.bytes.to_vec(),
             decision: dedup.decision.into_owned(),
             fingerprint: dedup.fingerprint?,
             match_id: dedup.matched.map(|m| m.id.into_owned()),
@@ -222,13 +226,10 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
                     break;
                 }
                 n += 1;
-                let rec = SourceRecord {
-                    bytes: line.clone(),
+                let rec = Seen {
+                    bytes: &line,
                     timestamp_ms: None,
-                    position: None,
-                    correction: None,
                     input_time_ms: None,
-                    sketch: None,
                 };
                 if let Some((id, mut d)) = decided_of(&rec, ids, rules) {
                     // Lines are in decision order.
@@ -238,53 +239,39 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
             }
         }
         Records::Kafka { properties, topics } => {
-            let names = [topics.unique.clone(), topics.duplicate.clone()];
-            let start = match rules.since_ms {
-                Some(since) => start_at(properties, &names, since)?,
-                None => BTreeMap::new(),
-            };
-            let mut follower =
-                Follower::start(properties, &names, None, &start, "newsdedup-correct")
-                    .context("cannot read the output topics")?;
-            let started = Instant::now();
-            let mut last_report = Instant::now();
-            let mut read = 0u64;
-            while !follower.caught_up() {
-                if let Some(rec) = follower.poll(Duration::from_millis(200)) {
-                    read += 1;
-                    if let Some((id, d)) = decided_of(&rec, ids, rules) {
-                        keep_latest(&mut found, id, d);
-                    }
-                }
-                if rules.progress && last_report.elapsed() >= Duration::from_secs(5) {
-                    last_report = Instant::now();
-                    eprintln!(
-                        "correct: {read} output records read in {:.0}s, looking for {}",
-                        started.elapsed().as_secs_f64(),
-                        ids.join(", ")
-                    );
-                }
+            // Each partition up to the end it had when the command started (records decided
+            // later are not waited for: the service applies a correction only on top of the
+            // correction in effect, whatever was read here).
+            let consumer = crate::kafka::audit_source::create(properties)
+                .context("cannot read the output topics")?;
+            let started_ms = crate::dedup::now_ms() as i64;
+            let mut progress =
+                Progress::new("correct", rules.progress.then_some(Duration::from_secs(5)));
+            for topic in [&topics.unique, &topics.duplicate] {
+                let spans =
+                    crate::kafka::audit_source::spans(&consumer, topic, rules.since_ms, None)?;
+                crate::kafka::audit_source::scan(
+                    &consumer,
+                    topic,
+                    &spans,
+                    started_ms,
+                    &mut progress,
+                    &format!("reading the output records, looking for {}", ids.join(", ")),
+                    |r| {
+                        let rec = Seen {
+                            bytes: r.value,
+                            timestamp_ms: r.timestamp,
+                            input_time_ms: r.input_time_ms,
+                        };
+                        if let Some((id, d)) = decided_of(&rec, ids, rules) {
+                            keep_latest(&mut found, id, d);
+                        }
+                    },
+                )?;
             }
         }
     }
     Ok(found)
-}
-
-/// Per partition of `topics`, the first offset whose record is at or after `since` (the audit's
-/// planning, which checks a broker's answer against the records' own timestamps).
-fn start_at(
-    properties: &BTreeMap<String, String>,
-    topics: &[String],
-    since: i64,
-) -> Result<BTreeMap<(String, i32), i64>> {
-    let consumer = crate::kafka::audit_source::create(properties)?;
-    let mut start = BTreeMap::new();
-    for topic in topics {
-        for span in crate::kafka::audit_source::spans(&consumer, topic, Some(since), None)? {
-            start.insert((topic.clone(), span.partition), span.start);
-        }
-    }
-    Ok(start)
 }
 
 /// What the index would refuse, known from the records (the service checks again).

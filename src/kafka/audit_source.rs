@@ -18,7 +18,7 @@ use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::Message;
+use rdkafka::message::{Headers, Message};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::{BTreeMap, HashSet};
@@ -57,12 +57,14 @@ pub struct Span {
 }
 
 /// One record handed to a pass.
-struct Rec<'a> {
-    partition: i32,
-    offset: i64,
-    key: Option<&'a [u8]>,
-    value: &'a [u8],
-    timestamp: Option<i64>,
+pub(crate) struct Rec<'a> {
+    pub partition: i32,
+    pub offset: i64,
+    pub key: Option<&'a [u8]>,
+    pub value: &'a [u8],
+    pub timestamp: Option<i64>,
+    /// The timestamp of the input record it answers (header `newsdedup.source.timestamp`).
+    pub input_time_ms: Option<i64>,
 }
 
 fn now_ms() -> i64 {
@@ -115,10 +117,14 @@ fn offsets_for(
 /// What to read of `topic` for records with a timestamp in [from, to).
 ///
 /// The offsets a broker gives for a time are checked against the records' own timestamps: the
-/// record before the start is older than `from`, the records at the start and at the end are
-/// not older than their bound, and "no record that recent" is checked against the newest
-/// records. A broker that answers wrongly (Tansu 0.6 answers offset 0 for any time) then costs a
-/// longer read filtered by timestamp, never records.
+/// record before the start is older than `from`, the record at the end is not older than its
+/// bound, and "no record that recent" is checked against the newest records. A start whose
+/// record is older than `from` is early: taken as it is when the partition holds newer records
+/// (Tansu 0.6 answers the first offset of the batch holding the record: a few records more to
+/// read, which every reader filters by timestamp), and the partition is left out when none is
+/// that recent (Tansu answers 0 then, where Kafka answers none). A start after a record that is
+/// already recent is late: read from the beginning instead. A wrong answer costs a longer read,
+/// never records.
 pub(crate) fn spans(
     consumer: &BaseConsumer,
     topic: &str,
@@ -142,22 +148,15 @@ pub(crate) fn spans(
         None => BTreeMap::new(),
     };
     // The timestamps around the broker's answers, one short read per kind over all partitions.
-    let (mut around_start, mut newest_of, mut around_end) = (Vec::new(), Vec::new(), Vec::new());
-    for (&p, &(low, high)) in &marks {
-        match starts.get(&p) {
-            Some(Some(o)) => around_start.push(Span {
+    let (mut around_start, mut around_end) = (Vec::new(), Vec::new());
+    for (&p, &(low, _)) in &marks {
+        if let Some(Some(o)) = starts.get(&p) {
+            around_start.push(Span {
                 partition: p,
                 start: (o - 1).max(low),
                 end: o + 1,
                 exact: true,
-            }),
-            Some(None) if high > low => newest_of.push(Span {
-                partition: p,
-                start: (high - 1).max(low),
-                end: high,
-                exact: false,
-            }),
-            _ => {}
+            });
         }
         if let Some(Some(o)) = ends.get(&p) {
             around_end.push(Span {
@@ -184,6 +183,26 @@ pub(crate) fn spans(
             },
         )?;
     }
+    let stamp = |p: i32, o: i64| stamps.get(&(p, o)).copied().flatten();
+    // Whether anything is that recent, where the broker said none or gave a start older than
+    // `from`.
+    let newest_of: Vec<Span> = marks
+        .iter()
+        .filter(|&(&p, &(low, high))| {
+            high > low
+                && match (from, starts.get(&p).copied().flatten()) {
+                    (Some(_), None) => true,
+                    (Some(from), Some(o)) => stamp(p, o).is_some_and(|t| t < from),
+                    (None, _) => false,
+                }
+        })
+        .map(|(&p, &(low, high))| Span {
+            partition: p,
+            start: (high - 1).max(low),
+            end: high,
+            exact: false,
+        })
+        .collect();
     // A soft end that never stops on time: the newest records up to the end of the partition.
     scan(
         consumer,
@@ -199,7 +218,6 @@ pub(crate) fn spans(
             }
         },
     )?;
-    let stamp = |p: i32, o: i64| stamps.get(&(p, o)).copied().flatten();
 
     let mut out = Vec::new();
     for (&p, &(low, high)) in &marks {
@@ -208,10 +226,14 @@ pub(crate) fn spans(
             (Some(from), Some(o)) => {
                 let before = o <= low || stamp(p, o - 1).is_none_or(|t| t < from);
                 let at = stamp(p, o).is_none_or(|t| t >= from);
-                if before && at {
-                    o.max(low)
-                } else {
-                    low
+                match (before, at) {
+                    (true, true) => o.max(low),
+                    // Early: a batch's first offset, or "none" answered as an old offset.
+                    (true, false) => match newest.get(&p) {
+                        Some(&n) if n >= from => o.max(low),
+                        _ => continue,
+                    },
+                    (false, _) => low,
                 }
             }
             // Nothing at or after --from-time, if the newest records agree.
@@ -238,8 +260,11 @@ pub(crate) fn spans(
 }
 
 /// Reads `spans` of `topic` and hands each record to `visit`; `label` names the pass in progress
-/// lines. Returns the number of records handed over.
-fn scan(
+/// lines. A partition is done at its span's end: an exact end, or a watermark end past which
+/// records are read while they are older than `started_ms`, until the end of the partition
+/// (which librdkafka reports once the reading reaches it, even while records keep arriving).
+/// Returns the number of records handed over.
+pub(crate) fn scan(
     consumer: &BaseConsumer,
     topic: &str,
     spans: &[Span],
@@ -311,12 +336,21 @@ fn scan(
                     continue;
                 }
                 seen += 1;
+                let input_time_ms = m
+                    .headers()
+                    .and_then(|h| {
+                        h.iter()
+                            .find(|h| h.key == super::record::H_SOURCE_TIMESTAMP)?
+                            .value
+                    })
+                    .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
                 visit(Rec {
                     partition: p,
                     offset,
                     key: m.key(),
                     value: m.payload().unwrap_or_default(),
                     timestamp,
+                    input_time_ms,
                 });
                 if span.exact && offset + 1 >= span.end {
                     open.remove(&p);
