@@ -19,8 +19,8 @@ seconds after a restart that followed a kill -9 wedged the group) the next fault
     newcomer    a second `run` (own index, same group) joins; it must step down, deciding nothing
     idle        200 idle sockets on the metrics port for 10 s
     term        SIGTERM (clean stop within the shutdown timeout), restart
-    correction  (only with --faults) `newsdedup correct release` of a duplicate decided in the
-                last minute (`-X fetch.wait.max.ms=250`), the service killed 0.3 s later: the
+    correction  `newsdedup correct release` of a duplicate decided in the
+                last minute (`--since` two minutes ago), the service killed 0.3 s later: the
                 correction is in flight
 
 Should the service exit by itself (e.g. stepping down), the tool records it and restarts it.
@@ -857,9 +857,7 @@ class Soak:
                 cmd = [str(self.binary), "correct", "release", "--id", ident, "--by", "soak", "--reason", "soak",
                        "--brokers", self.proxy.addr, "--corrections-topic", f"{t}.corrections",
                        "--unique-topic", f"{t}.unique", "--duplicate-topic", f"{t}.duplicate",
-                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since,
-                       # Its reader's default (100 ms) starves on long Tansu topics.
-                       "-X", "fetch.wait.max.ms=250"]
+                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since]
                 rec["id"] = ident
                 try:
                     r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
@@ -1141,11 +1139,8 @@ def main() -> int:
                     help="how long records are produced and faults made (e.g. 2m, 20m, 1h) [20m]")
     ap.add_argument("--ci", action="store_true", help="the 2-minute version: --duration 2m --fault-every 15")
     ap.add_argument("--fault-every", type=float, default=30.0, help="seconds between faults [30]")
-    # `correction` is left out by default: `newsdedup correct` looks the article's decision up
-    # in the output topics, and its reader (fetch.wait.max.ms=100) reads a long Tansu topic
-    # slowly, so on a soak of more than a few minutes it outlasts its 60 s.
-    ap.add_argument("--faults", default="kill9,cut,freeze,newcomer,idle,term",
-                    help="the faults, in turn [%(default)s]; also: correction")
+    ap.add_argument("--faults", default="kill9,cut,freeze,newcomer,idle,correction,term",
+                    help="the faults, in turn [%(default)s]")
     ap.add_argument("--rate", type=float, default=100.0, help="articles per second [100]")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--grace-ms", type=int, default=10000, help="--exclusive-grace-ms of the service [10000]")

@@ -258,6 +258,12 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
                     &mut progress,
                     &format!("reading the output records, looking for {}", ids.join(", ")),
                     |r| {
+                        // A time lookup may start a few records early (at a batch's first).
+                        if let (Some(since), Some(t)) = (rules.since_ms, r.timestamp) {
+                            if t < since {
+                                return;
+                            }
+                        }
                         let rec = Seen {
                             bytes: r.value,
                             timestamp_ms: r.timestamp,

@@ -63,11 +63,9 @@ impl Prepare<InputMessage> for LocalPreparer {
 
     fn prepare(&self, msg: &mut InputMessage) -> Prepared {
         let prepared = self.prepare_record(msg);
-        if matches!(
-            prepared,
-            Prepared::Valid { .. } | Prepared::Correction { .. }
-        ) {
-            // Only the DLQ needs the original bytes.
+        if matches!(prepared, Prepared::Valid { .. }) {
+            // Only the DLQ needs the original bytes. A correction keeps them: the index may
+            // still refuse it, and its DLQ record then carries it as it was sent.
             msg.payload = None;
         }
         prepared

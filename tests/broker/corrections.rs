@@ -293,6 +293,12 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
         "{:?}",
         refusal.headers
     );
+    // The refused correction as it was sent, for the operator to read and send again.
+    assert_eq!(
+        String::from_utf8_lossy(&refusal.value),
+        refused.to_string(),
+        "the DLQ record's value"
+    );
     assert_eq!(
         latest(&reader, "a").unwrap().json(),
         a_released,
