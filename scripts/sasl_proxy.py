@@ -44,9 +44,14 @@ import hashlib
 import hmac
 import os
 import secrets
-import signal
 import struct
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from proxy_runtime import Upstream, log, parse_addr, relay, run, serve, set_name  # noqa: E402
+from proxy_runtime import add_listen_args, add_upstream_arg  # noqa: E402
+
+set_name("sasl_proxy")
 
 API_SASL_HANDSHAKE = 17
 API_API_VERSIONS = 18
@@ -62,17 +67,6 @@ ERR_SASL_AUTHENTICATION_FAILED = 58
 SCRAM_HASHES = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}
 SCRAM_ITERATIONS = 4096
 ALL_MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
-
-
-def log(msg):
-    print(f"sasl_proxy: {msg}", file=sys.stderr, flush=True)
-
-
-def parse_addr(text):
-    host, sep, port = text.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f"expected HOST:PORT, got {text.strip()!r}")
-    return host.strip("[]"), int(port)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -375,41 +369,19 @@ class Scram:
 # Connections
 
 
-async def pump(reader, writer):
-    try:
-        while True:
-            data = await reader.read(65536)
-            if not data:
-                break
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        try:
-            writer.close()
-        except Exception:  # noqa: BLE001 - already broken
-            pass
-
-
-class Proxy:
+class Proxy(Upstream):
     def __init__(self, users, mechanisms, upstream):
+        super().__init__(upstream)
         self.users = users
         self.mechanisms = mechanisms
-        self.upstream = upstream  # (host, port) or None until known
-        self.upstream_known = asyncio.Event()
-        self.conns = 0
 
     async def handle(self, reader, writer):
         self.conns += 1
         tag = f"#{self.conns} {writer.get_extra_info('peername')}"
-        await self.upstream_known.wait()
-        try:
-            up_reader, up_writer = await asyncio.open_connection(*self.upstream)
-        except OSError as e:
-            log(f"{tag}: upstream {self.upstream} unreachable: {e}")
-            writer.close()
+        up = await self.open_upstream(tag, writer)
+        if up is None:
             return
+        up_reader, up_writer = up
         try:
             logged_in = await self.login(tag, reader, writer, up_reader, up_writer)
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
@@ -424,8 +396,7 @@ class Proxy:
             except Exception:  # noqa: BLE001 - already broken
                 pass
             return
-        await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
-        log(f"{tag}: closed")
+        await relay(tag, reader, writer, up_reader, up_writer)
 
     @staticmethod
     async def close_after_refusal(reader, writer):
@@ -525,24 +496,6 @@ class Proxy:
 # Process
 
 
-async def watch_parent(parent):
-    while os.getppid() == parent:
-        await asyncio.sleep(0.5)
-    log("parent process exited; stopping")
-
-
-async def read_stdin_line(loop):
-    return await loop.run_in_executor(None, sys.stdin.readline)
-
-
-async def watch_stdin_eof(loop):
-    while True:
-        line = await read_stdin_line(loop)
-        if not line:
-            log("stdin closed; stopping")
-            return
-
-
 def parse_user(text):
     name, sep, password = text.partition(":")
     if not sep or not name:
@@ -555,66 +508,30 @@ async def main():
         description="SASL-terminating Kafka proxy (see the module docstring)."
     )
     ap.add_argument("--user", action="append", type=parse_user, default=[], required=True)
-    ap.add_argument("--upstream", required=True, help="HOST:PORT, or - to read it from stdin")
+    add_upstream_arg(ap)
     ap.add_argument("--mechanisms", default=",".join(ALL_MECHANISMS))
-    ap.add_argument("--listen", default="127.0.0.1:0")
-    ap.add_argument("--watch-stdin", action="store_true")
+    add_listen_args(ap)
     args = ap.parse_args()
     mechanisms = [m.strip() for m in args.mechanisms.split(",") if m.strip()]
     unknown = [m for m in mechanisms if m not in ALL_MECHANISMS]
     if unknown:
         ap.error(f"unsupported mechanisms {unknown}; choose from {ALL_MECHANISMS}")
 
-    loop = asyncio.get_running_loop()
     parent = os.getppid()
     listen_host, listen_port = parse_addr(args.listen)
     upstream = None if args.upstream == "-" else parse_addr(args.upstream)
     proxy = Proxy(dict(args.user), mechanisms, upstream)
     server = await asyncio.start_server(proxy.handle, listen_host, listen_port)
-    port = server.sockets[0].getsockname()[1]
-    print(port, flush=True)
     users = ", ".join(sorted(proxy.users))
-    log(f"listening on {listen_host}:{port} (SASL {','.join(mechanisms)}; users: {users})")
-
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-
-    watchers = [
-        asyncio.ensure_future(watch_parent(parent)),
-        asyncio.ensure_future(stop.wait()),
-    ]
-    if upstream is None:
-        first_line = asyncio.ensure_future(read_stdin_line(loop))
-        done, _ = await asyncio.wait(
-            watchers + [first_line], return_when=asyncio.FIRST_COMPLETED
-        )
-        if first_line not in done:
-            return 0
-        if not first_line.result():
-            log("stdin closed before the upstream was given; stopping")
-            return 0
-        try:
-            proxy.upstream = parse_addr(first_line.result())
-        except ValueError as e:
-            log(f"bad upstream on stdin: {e}")
-            return 2
-    proxy.upstream_known.set()
-    log(f"forwarding to {proxy.upstream[0]}:{proxy.upstream[1]} after login")
-    if args.watch_stdin or args.upstream == "-":
-        watchers.append(asyncio.ensure_future(watch_stdin_eof(loop)))
-
-    await asyncio.wait(watchers, return_when=asyncio.FIRST_COMPLETED)
-    server.close()
-    return 0
+    return await serve(
+        server,
+        proxy,
+        args,
+        parent,
+        lambda port: f"listening on {listen_host}:{port} (SASL {','.join(mechanisms)}; users: {users})",
+        "after login",
+    )
 
 
 if __name__ == "__main__":
-    try:
-        code = asyncio.run(main())
-    except KeyboardInterrupt:
-        code = 0
-    # Do not wait for the stdin reader thread or open connections.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)
+    run(main)
