@@ -58,6 +58,14 @@ fn next_articles(tag: &str) -> Vec<Input> {
     out
 }
 
+/// A broker in `d` with the service's topics (2 input partitions) and the corrections topic.
+fn broker_with_corrections(d: &Path) -> Broker {
+    let broker = Broker::start(d);
+    broker.create_service_topics(2);
+    broker.create_topics(&["articles.corrections:1"]);
+    broker
+}
+
 fn newsdedup(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_newsdedup"))
         .args(args)
@@ -137,9 +145,7 @@ fn batch_on_copy(
 fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agrees() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let broker = Broker::start(d);
-    broker.create_service_topics(2);
-    broker.create_topics(&["articles.corrections:1"]);
+    let broker = broker_with_corrections(d);
     let b = broker.bootstrap.as_str();
     let active_index = d.join("active");
     let standby_index = d.join("standby");
@@ -441,9 +447,7 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
     let d = dir.path();
     let config = signing_config(d);
     let config_arg = config.to_str().unwrap();
-    let broker = Broker::start(d);
-    broker.create_service_topics(2);
-    broker.create_topics(&["articles.corrections:1"]);
+    let broker = broker_with_corrections(d);
     let b = broker.bootstrap.as_str();
     let active_index = d.join("active");
     let standby_index = d.join("standby");
@@ -667,9 +671,7 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
 fn with_several_members_a_correction_has_one_outcome_from_the_member_holding_its_article() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let broker = Broker::start(d);
-    broker.create_service_topics(2);
-    broker.create_topics(&["articles.corrections:1"]);
+    let broker = broker_with_corrections(d);
     let b = broker.bootstrap.as_str();
     let several = ["--exclusive-grace-ms", "0"];
     let first = start_service(b, &d.join("index-1"), &d.join("run-1.log"), &several);
@@ -734,23 +736,6 @@ fn with_several_members_a_correction_has_one_outcome_from_the_member_holding_its
     );
 }
 
-/// Moves group `group`'s committed offset of `topic` [0] to `offset` (the group has no member):
-/// what an operator's reset, or the broker's expiry of the group's offsets, leaves behind.
-fn reset_group(brokers: &str, group: &str, topic: &str, offset: i64) {
-    use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-    use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
-    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
-        .set("bootstrap.servers", brokers)
-        .set("group.id", group)
-        .set("enable.auto.commit", "false")
-        .create()
-        .expect("consumer");
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(topic, 0, Offset::Offset(offset))
-        .expect("offset");
-    consumer.commit(&tpl, CommitMode::Sync).expect("commit");
-}
-
 /// The corrections position lives with the index: when the group `<group>.corrections` loses
 /// its offsets (Kafka drops a memberless group's offsets after `offsets.retention.minutes`, or an
 /// operator resets it), a restarted service resumes where its index stands and re-reads nothing.
@@ -758,9 +743,7 @@ fn reset_group(brokers: &str, group: &str, topic: &str, offset: i64) {
 fn a_restarted_service_resumes_corrections_where_its_index_stands_whatever_the_group_says() {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
-    let broker = Broker::start(d);
-    broker.create_service_topics(2);
-    broker.create_topics(&["articles.corrections:1"]);
+    let broker = broker_with_corrections(d);
     let b = broker.bootstrap.as_str();
     let index = d.join("index");
     let mut svc = start_service(b, &index, &d.join("run-1.log"), &[]);
@@ -781,7 +764,7 @@ fn a_restarted_service_resumes_corrections_where_its_index_stands_whatever_the_g
     assert!(status.success(), "{}", svc.log());
 
     // The group's position gone back to the topic's start.
-    reset_group(b, "newsdedup.corrections", "articles.corrections", 0);
+    common::kafka::commit_group(b, "newsdedup.corrections", "articles.corrections", 0, 0);
     let svc = start_service(b, &index, &d.join("run-2.log"), &[]);
     svc.wait_http();
     wait_until(

@@ -599,13 +599,18 @@ pub fn headers_of(m: &impl Message) -> HashMap<String, String> {
         .unwrap_or_default()
 }
 
-pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
-    let consumer: BaseConsumer = ClientConfig::new()
+/// A client of consumer group `group` that joins nothing: for reading and moving its offsets.
+fn group_client(brokers: &str, group: &str) -> BaseConsumer {
+    ClientConfig::new()
         .set("bootstrap.servers", brokers)
         .set("group.id", group)
         .set("enable.auto.commit", "false")
         .create()
-        .expect("consumer");
+        .expect("consumer")
+}
+
+pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BTreeMap<i32, i64> {
+    let consumer = group_client(brokers, group);
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition(topic, p);
@@ -617,6 +622,17 @@ pub fn committed(brokers: &str, group: &str, topic: &str, partitions: i32) -> BT
         .iter()
         .map(|e| (e.partition(), e.offset().to_raw().unwrap_or(-1)))
         .collect()
+}
+
+/// Moves group `group`'s committed offset of `topic` [`partition`] to `offset` (the group has no
+/// member): what an operator's reset, or the broker's expiry of the group's offsets, leaves.
+pub fn commit_group(brokers: &str, group: &str, topic: &str, partition: i32, offset: i64) {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Offset(offset))
+        .expect("offset");
+    group_client(brokers, group)
+        .commit(&tpl, rdkafka::consumer::CommitMode::Sync)
+        .expect("commit");
 }
 
 /// Waits until the service's group (`newsdedup`) has committed exactly `ends` on `articles.raw`
