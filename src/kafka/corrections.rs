@@ -376,7 +376,8 @@ fn create(properties: &BTreeMap<String, String>, group: &str) -> Result<BaseCons
 /// Assigns every partition of the corrections topic where the index stands. A partition the index
 /// holds no position for starts at the group's committed offset, or without one at the
 /// beginning (no correction is ever skipped), or at the end when the index holds no article (no
-/// correction written before could apply to it; a new index does not refuse a month of them).
+/// correction written before could apply to it; a new index does not refuse a month of them),
+/// which is then recorded as the index's position.
 fn assign(consumer: &BaseConsumer, params: &CorrectionsParams, lent: &Lent) -> Result<()> {
     let partitions = super::topic_partitions_within(consumer, &params.topic, REQUEST_TIMEOUT)?;
     let stored = match &lent.lock().position {
@@ -414,10 +415,24 @@ fn assign(consumer: &BaseConsumer, params: &CorrectionsParams, lent: &Lent) -> R
             (None, None) if params.index_holds_articles => {
                 (Offset::Beginning, "the beginning".to_owned())
             }
-            (None, None) => (
-                Offset::End,
-                "the end (the index holds no article a correction could apply to)".to_owned(),
-            ),
+            (None, None) => {
+                // Recorded at once: once the index holds articles, a restart before the first
+                // correction must not go back to the corrections written before it existed.
+                let (_, end) = consumer
+                    .fetch_watermarks(&params.topic, *p, REQUEST_TIMEOUT)
+                    .with_context(|| format!("cannot read the end of {} [{p}]", params.topic))?;
+                if let Some(position) = &lent.lock().position {
+                    position
+                        .record(*p, end)
+                        .context("cannot record the corrections position in the index")?;
+                }
+                (
+                    Offset::Offset(end),
+                    format!(
+                        "{end}, its end (the index holds no article a correction could apply to)"
+                    ),
+                )
+            }
         };
         start.add_partition_offset(&params.topic, *p, offset)?;
         said.push(format!("[{p}] from {from}"));
