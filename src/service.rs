@@ -188,6 +188,27 @@ fn take_over(
     )
     .context("cannot catch up with the output topics before taking over")?;
     index.clear_positions()?;
+    let corrections = &settings.service.corrections_topic;
+    let member = match settings.exclusive_grace() {
+        Some(_) => None,
+        None => Some(index.instance_id()?),
+    };
+    let group = crate::kafka::corrections::group_id(&settings.service.group_id, member.as_deref());
+    match crate::kafka::corrections::advance_to_group(
+        &settings.consumer_properties,
+        &group,
+        corrections,
+        &index.corrections_position(corrections),
+    ) {
+        Ok(moved) if moved.is_empty() => {}
+        Ok(moved) => tracing::info!(
+            "takeover: corrections position moved to group {group}'s {moved:?} (corrections refused there leave no output record)"
+        ),
+        // Only refusals read again, and refused again.
+        Err(e) => tracing::warn!(
+            "takeover: cannot read group {group}'s position in {corrections}: {e:#}; corrections refused by the failed instance are read again and refused again"
+        ),
+    }
     tracing::info!(
         "takeover: caught up in {:.1}s ({} records read, {} articles added, {} replaced); joining the group",
         summary.elapsed.as_secs_f64(),

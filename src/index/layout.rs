@@ -70,9 +70,11 @@ pub const META_INSTANCE: &[u8] = b"instance";
 /// `standby`) has read them, written in the same atomic write as the articles read.
 pub const META_POSITION_PREFIX: &[u8] = b"position/";
 /// Prefix of the `meta` keys `corrections/<topic>/<partition>` (value: the next offset, 8 bytes
-/// BE): how far `run` has read the corrections topic into this index, written once each
-/// correction's outcome is acknowledged. It follows the index (a copy, a restored backup), never
-/// expires like a consumer group's offsets, and a takeover keeps it.
+/// BE): how far the corrections topic was read into this index: written by `run` once each
+/// correction's outcome is acknowledged (and at its first start on an index without articles:
+/// the topic's end), by a rebuild or standby with each corrected record. It follows the index (a
+/// copy, a restored backup), never expires like a consumer group's offsets, and a takeover keeps
+/// it.
 pub const META_CORRECTIONS_PREFIX: &[u8] = b"corrections/";
 
 /// Prefix of the `meta` keys `pair/<id>\0<other id>` (value: the time of the latest correction of

@@ -119,12 +119,12 @@ fn offsets_for(
 /// The offsets a broker gives for a time are checked against the records' own timestamps: the
 /// record before the start is older than `from`, the record at the end is not older than its
 /// bound, and "no record that recent" is checked against the newest records. A start whose
-/// record is older than `from` is early: taken as it is when the partition holds newer records
-/// (Tansu 0.6 answers the first offset of the batch holding the record: a few records more to
-/// read, which every reader filters by timestamp), and the partition is left out when none is
-/// that recent (Tansu answers 0 then, where Kafka answers none). A start after a record that is
-/// already recent is late: read from the beginning instead. A wrong answer costs a longer read,
-/// never records.
+/// record is older than `from` is early: taken as it is (Tansu 0.6 answers the first offset of
+/// the batch holding the record: a few records more to read, which every reader filters by
+/// timestamp); at the partition's first record it may mean none (Tansu answers 0 then, where
+/// Kafka answers none): the partition is left out when its newest records are older too. A start
+/// after a record that is already recent is late: read from the beginning instead. A wrong
+/// answer costs a longer read, never records.
 pub(crate) fn spans(
     consumer: &BaseConsumer,
     topic: &str,
@@ -192,7 +192,7 @@ pub(crate) fn spans(
             high > low
                 && match (from, starts.get(&p).copied().flatten()) {
                     (Some(_), None) => true,
-                    (Some(from), Some(o)) => stamp(p, o).is_some_and(|t| t < from),
+                    (Some(from), Some(o)) => o <= low && stamp(p, o).is_some_and(|t| t < from),
                     (None, _) => false,
                 }
         })
@@ -228,11 +228,13 @@ pub(crate) fn spans(
                 let at = stamp(p, o).is_none_or(|t| t >= from);
                 match (before, at) {
                     (true, true) => o.max(low),
-                    // Early: a batch's first offset, or "none" answered as an old offset.
-                    (true, false) => match newest.get(&p) {
-                        Some(&n) if n >= from => o.max(low),
+                    // The first record: "none" answered as offset 0, unless newer ones follow.
+                    (true, false) if o <= low => match newest.get(&p) {
+                        Some(&n) if n >= from => low,
                         _ => continue,
                     },
+                    // Early: a batch's first offset.
+                    (true, false) => o,
                     (false, _) => low,
                 }
             }

@@ -113,9 +113,10 @@ impl Corrections {
     }
 
     /// Before the engine closes: nothing more is handed to it, nothing more is written to the
-    /// index. The loop ends by itself once it sees the stop (a correction not yet acknowledged
-    /// is not recorded done, and is applied again, changing nothing, after the restart); it is
-    /// not waited for, so a request it is blocked in cannot hold up the stop.
+    /// index. The loop ends by itself once it sees the stop (a correction not yet recorded done,
+    /// even if acknowledged meanwhile, is applied again after the restart, which changes nothing
+    /// and publishes its record again); it is not waited for, so a request it is blocked in
+    /// cannot hold up the stop.
     pub fn close(self) {
         let mut held = self.lent.lock();
         held.jobs.take();
@@ -149,7 +150,7 @@ fn run(
         if stopping(shared) {
             return;
         }
-        match assign(&consumer, params, lent) {
+        match assign(&consumer, params, lent, !logged_missing) {
             Ok(()) => break,
             Err(e) => {
                 if !logged_missing {
@@ -373,12 +374,51 @@ fn create(properties: &BTreeMap<String, String>, group: &str) -> Result<BaseCons
         .context("cannot create the corrections consumer")
 }
 
+/// Moves the index's corrections position up to the offsets committed under `group` where they
+/// are further on (never back); returns the partitions moved. Only for an index that has read
+/// every output record of the instance that committed them (a takeover after its catch-up): a
+/// correction refused or passed over leaves no output record, so such an index's own position
+/// may stop short of them, and would refuse them all again.
+pub fn advance_to_group(
+    properties: &BTreeMap<String, String>,
+    group: &str,
+    topic: &str,
+    position: &CorrectionsPosition,
+) -> Result<Vec<(i32, i64)>> {
+    let consumer = create(properties, group)?;
+    let partitions = super::topic_partitions_within(&consumer, topic, REQUEST_TIMEOUT)?;
+    let mut tpl = TopicPartitionList::new();
+    for p in &partitions {
+        tpl.add_partition(topic, *p);
+    }
+    let committed = consumer
+        .committed_offsets(tpl, REQUEST_TIMEOUT)
+        .with_context(|| format!("cannot read the committed offsets of group {group}"))?;
+    let stored = position.read()?;
+    let mut moved = Vec::new();
+    for e in committed.elements_for_topic(topic) {
+        if let Offset::Offset(o) = e.offset() {
+            if stored.get(&e.partition()).is_none_or(|&at| at < o) {
+                position.record(e.partition(), o)?;
+                moved.push((e.partition(), o));
+            }
+        }
+    }
+    Ok(moved)
+}
+
 /// Assigns every partition of the corrections topic where the index stands. A partition the index
 /// holds no position for starts at the group's committed offset, or without one at the
 /// beginning (no correction is ever skipped), or at the end when the index holds no article (no
 /// correction written before could apply to it; a new index does not refuse a month of them),
-/// which is then recorded as the index's position.
-fn assign(consumer: &BaseConsumer, params: &CorrectionsParams, lent: &Lent) -> Result<()> {
+/// which is then recorded as the index's position: only at the service's start (`at_start`),
+/// before it has decided anything.
+fn assign(
+    consumer: &BaseConsumer,
+    params: &CorrectionsParams,
+    lent: &Lent,
+    at_start: bool,
+) -> Result<()> {
     let partitions = super::topic_partitions_within(consumer, &params.topic, REQUEST_TIMEOUT)?;
     let stored = match &lent.lock().position {
         Some(position) => position
@@ -412,7 +452,9 @@ fn assign(consumer: &BaseConsumer, params: &CorrectionsParams, lent: &Lent) -> R
         let (offset, from) = match (stored.get(p), from_group) {
             (Some(&o), _) => (Offset::Offset(o), format!("{o} (the index's position)")),
             (None, Some(o)) => (Offset::Offset(o), format!("{o} (group {group})")),
-            (None, None) if params.index_holds_articles => {
+            // After a failed first attempt the index may hold articles by now (a topic created
+            // later, by the first `correct`): nothing is skipped.
+            (None, None) if params.index_holds_articles || !at_start => {
                 (Offset::Beginning, "the beginning".to_owned())
             }
             (None, None) => {

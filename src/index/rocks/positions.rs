@@ -21,8 +21,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// How far corrections of one topic were read into this index (`layout::META_CORRECTIONS_PREFIX`),
-/// kept open beside the single writer: the corrections reader records each correction once its
-/// outcome is acknowledged. Only that reader writes these keys, and no decision reads them.
+/// kept open beside the single writer: `run`'s corrections reader records each correction once
+/// its outcome is acknowledged (the only writer of these keys while `run` holds the index; a
+/// rebuild or standby writes them with the articles, `write_restored`). No decision reads them.
 #[derive(Clone)]
 pub struct CorrectionsPosition {
     db: Arc<DB>,
@@ -32,7 +33,8 @@ pub struct CorrectionsPosition {
 
 impl CorrectionsPosition {
     /// Partition -> next offset to read; empty if no correction of the topic was ever read into
-    /// this index (a new index, or one `index rebuild` or a standby made).
+    /// this index (an index from an earlier release, or rebuilt from topics without a corrected
+    /// record).
     pub fn read(&self) -> Result<BTreeMap<i32, i64>, IndexError> {
         let meta = self.meta()?;
         let prefix = layout::corrections_key(&self.topic, 0);
