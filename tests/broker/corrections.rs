@@ -340,6 +340,20 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
     assert_eq!(copy_m["dedup"]["match"]["id"], "o", "{copy_m}");
     assert_eq!(copy_m["dedup"]["match"]["via"], "m", "{copy_m}");
 
+    // One more refusal, the last correction the live service reads: it leaves no output record.
+    produce(
+        b,
+        "articles.corrections",
+        &[raw("b", refused.to_string().into_bytes())],
+        Some(0),
+    );
+    wait_until("the last refusal committed", &|| svc.log(), || {
+        common::kafka::committed(b, "newsdedup.corrections", "articles.corrections", 1)
+            .get(&0)
+            .copied()
+            == Some(6)
+    });
+
     // The live index stops; the standby has read every output record.
     let (status, _) = svc.terminate(Duration::from_secs(30));
     assert!(status.success(), "run: {}", svc.log());
@@ -410,11 +424,11 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
     );
     assert_eq!(got, live);
     // The standby's index learnt how far corrections are applied from the corrected records
-    // (the last, A's release sent again, answers correction 4): it resumes after them whatever
-    // the group's offsets say.
+    // (the last, A's release sent again, answers correction 4); the takeover moved it past the
+    // refusal after them, which left no record, to the failed instance's committed 6.
     assert!(
         promoted.log().contains(
-            "reading corrections from articles.corrections [0] from 5 (the index's position)"
+            "reading corrections from articles.corrections [0] from 6 (the index's position)"
         ),
         "{}",
         promoted.log()
