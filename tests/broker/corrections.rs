@@ -80,6 +80,17 @@ fn correct(b: &str, args: &[&str]) -> Output {
     newsdedup(&all)
 }
 
+/// `correct`'s output says the correction was applied (`log`: the service's, for a failure).
+fn assert_applied(out: &Output, log: &str) {
+    assert!(
+        out.status.success(),
+        "{}{log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said: Value = serde_json::from_slice(&out.stdout).expect("report");
+    assert_eq!(said["outcome"], "applied", "{said}");
+}
+
 /// The (decision, match id) of each id in `records`, every output of an id agreeing.
 fn decisions<'a>(
     records: impl IntoIterator<Item = &'a Value>,
@@ -211,14 +222,7 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
             &since,
         ],
     );
-    assert!(
-        release.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&release.stderr),
-        svc.log()
-    );
-    let said: Value = serde_json::from_slice(&release.stdout).expect("report");
-    assert_eq!(said["outcome"], "applied", "{said}");
+    assert_applied(&release, &svc.log());
     let merge = correct(b, &["merge", "--id", "m", "--into", "o", "--by", "ed"]);
     assert!(
         merge.status.success(),
@@ -714,14 +718,7 @@ fn with_several_members_a_correction_has_one_outcome_from_the_member_holding_its
     assert_eq!(before["a"], ("duplicate".into(), "b".into()), "the setup");
 
     let release = correct(b, &["release", "--id", "a", "--by", "ed"]);
-    assert!(
-        release.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&release.stderr),
-        logs()
-    );
-    let said: Value = serde_json::from_slice(&release.stdout).expect("report");
-    assert_eq!(said["outcome"], "applied", "{said}");
+    assert_applied(&release, &logs());
     // Both members read the correction within a second or two of each other.
     reader.poll_for(Duration::from_secs(5));
     let dead: Vec<(Option<String>, Option<String>)> = reader
@@ -766,14 +763,7 @@ fn a_restarted_service_resumes_corrections_where_its_index_stands_whatever_the_g
     let mut reader = Reader::new(b, &OUTPUTS);
     reader.wait_outputs(5, Duration::from_secs(120), &|| svc.log());
     let release = correct(b, &["release", "--id", "a", "--by", "ed"]);
-    assert!(
-        release.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&release.stderr),
-        svc.log()
-    );
-    let said: Value = serde_json::from_slice(&release.stdout).expect("report");
-    assert_eq!(said["outcome"], "applied", "{said}");
+    assert_applied(&release, &svc.log());
     let (status, _) = svc.terminate(Duration::from_secs(30));
     assert!(status.success(), "{}", svc.log());
 
