@@ -20,7 +20,7 @@ use crate::simhash::Fingerprint;
 use crate::time::{format_rfc3339, TimeSpan, UtcOffset};
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
@@ -545,13 +545,8 @@ impl Watcher {
             if m.topic() == topics.dlq {
                 if payload == line.as_bytes() {
                     let header = |name: &str| {
-                        m.headers()
-                            .and_then(|h| {
-                                h.iter()
-                                    .find(|h| h.key == name)
-                                    .and_then(|h| h.value)
-                                    .map(|v| String::from_utf8_lossy(v).into_owned())
-                            })
+                        crate::kafka::record::header_value(&m, name)
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
                             .unwrap_or_default()
                     };
                     return Ok(Some(Outcome::RefusedByService {

@@ -18,7 +18,7 @@ use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::{BTreeMap, HashSet};
@@ -338,14 +338,9 @@ pub(crate) fn scan(
                     continue;
                 }
                 seen += 1;
-                let input_time_ms = m
-                    .headers()
-                    .and_then(|h| {
-                        h.iter()
-                            .find(|h| h.key == super::record::H_SOURCE_TIMESTAMP)?
-                            .value
-                    })
-                    .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
+                let input_time_ms =
+                    super::record::header_value(&m, super::record::H_SOURCE_TIMESTAMP)
+                        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok());
                 visit(Rec {
                     partition: p,
                     offset,

@@ -11,11 +11,12 @@
 //! are low (Tansu reports the base offset of the last batch + 1) would otherwise end the reading
 //! before the last batch, and the quiet period lets those records arrive.
 
+use crate::kafka::record::header_value;
 use crate::restore::SourceRecord;
 use crate::sketch::Sketch;
 use anyhow::{Context, Result};
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::message::{Headers, Message};
+use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
 use std::collections::BTreeMap;
@@ -182,10 +183,7 @@ impl Follower {
 /// (`newsdedup.source.timestamp`) and the sketch of its text (`newsdedup.sketch`). A
 /// malformed header counts as none (the sketch is then recomputed from the text).
 fn restore_headers(m: &impl Message) -> (Option<i64>, Option<Sketch>) {
-    let header = |key: &str| {
-        m.headers()
-            .and_then(|h| h.iter().find(|h| h.key == key).and_then(|h| h.value))
-    };
+    let header = |key: &str| header_value(m, key);
     (
         header(crate::kafka::record::H_SOURCE_TIMESTAMP)
             .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()),
@@ -197,11 +195,7 @@ fn restore_headers(m: &impl Message) -> (Option<i64>, Option<Sketch>) {
 /// `.offset`); None if one is missing or malformed.
 fn answered(m: &impl Message) -> Option<(String, i32, i64)> {
     use crate::kafka::record::{H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC};
-    let header = |key: &str| {
-        m.headers()
-            .and_then(|h| h.iter().find(|h| h.key == key).and_then(|h| h.value))
-            .and_then(|v| std::str::from_utf8(v).ok())
-    };
+    let header = |key: &str| std::str::from_utf8(header_value(m, key)?).ok();
     Some((
         header(H_SOURCE_TOPIC)?.to_owned(),
         header(H_SOURCE_PARTITION)?.parse().ok()?,

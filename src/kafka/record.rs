@@ -8,6 +8,12 @@ use crate::simhash::Fingerprint;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// The value of the header `key` of a record read from Kafka (the first one, if several).
+pub fn header_value<'m>(m: &'m impl rdkafka::message::Message, key: &str) -> Option<&'m [u8]> {
+    use rdkafka::message::Headers;
+    m.headers()?.iter().find(|h| h.key == key)?.value
+}
+
 /// Header: topic the input record was read from.
 pub const H_SOURCE_TOPIC: &str = "newsdedup.source.topic";
 /// Header: partition of the input record (decimal).

@@ -267,6 +267,18 @@ pub(super) mod tests {
         }
     }
 
+    /// A new index in `dir` holding "a" and "b" (`article` 1 and 2, both searchable).
+    pub(in crate::index::rocks) fn index_of_a_and_b(
+        dir: &Path,
+    ) -> (RocksIndex, StoredArticle, StoredArticle) {
+        let mut index = RocksIndex::open(dir, &identity(), &IndexConfig::default()).unwrap();
+        let a = article(0, 0, 1);
+        let b = article(1, 0, 2);
+        index.insert("a", &a, true).unwrap();
+        index.insert("b", &b, true).unwrap();
+        (index, a, b)
+    }
+
     /// Buckets stored in the `bands` family (not counting the bound of those held in memory).
     fn band_keys(index: &RocksIndex) -> usize {
         let mut it = index
@@ -605,11 +617,7 @@ pub(super) mod tests {
     #[test]
     fn removing_an_article_held_in_memory_drops_its_entries() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
-        let a = article(0, 0, 1);
-        let b = article(1, 0, 2);
-        index.insert("a", &a, true).unwrap();
-        index.insert("b", &b, true).unwrap();
+        let (mut index, a, _) = index_of_a_and_b(dir.path());
         assert_eq!(index.delete(&["a".to_owned()]).unwrap(), ["a"]);
         assert_eq!(index.recent().entries(), ALL_BANDS_N);
         let mut found = Vec::new();

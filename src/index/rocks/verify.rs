@@ -306,9 +306,9 @@ impl RocksIndex {
 
 #[cfg(test)]
 mod tests {
-    use super::super::admin::tests::{article, identity};
+    use super::super::admin::tests::{article, index_of_a_and_b};
     use super::*;
-    use crate::index::{IndexConfig, StoredDecision};
+    use crate::index::StoredDecision;
 
     /// Block and band entries name articles by sequence number; lookups find the ids in `ids`,
     /// and `verify` reports an `ids` entry that is missing or names the wrong article, and a block
@@ -317,11 +317,7 @@ mod tests {
     #[test]
     fn entries_name_articles_through_ids_and_verify_checks_them() {
         let dir = tempfile::tempdir().unwrap();
-        let mut index = RocksIndex::open(dir.path(), &identity(), &IndexConfig::default()).unwrap();
-        let a = article(0, 0, 1);
-        let b = article(1, 0, 2);
-        index.insert("a", &a, true).unwrap();
-        index.insert("b", &b, true).unwrap();
+        let (mut index, a, b) = index_of_a_and_b(dir.path());
         let dup = StoredArticle {
             indexed_extension: false,
             decision: StoredDecision::Duplicate,
