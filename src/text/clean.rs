@@ -484,22 +484,30 @@ fn push_nfkc_lower(run: &str, fold: Option<&FoldTable>, out: &mut String) {
 
 /// Removes HTML/XML tags and comments and decodes character entities. A `<` that does not open a
 /// tag (e.g. "a < b") is kept. Block-level tags become newlines so paragraphs stay apart.
+///
+/// Linear in the input whatever it holds: the positions of the next `>` and the next `-->` are
+/// remembered and only searched for again once the walk has passed them, so a text of unclosed
+/// `<!--` or `<a` is scanned once, not once per opener.
 pub fn strip_tags_and_entities(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let bytes = text.as_bytes();
+    let mut next_gt = NextMatch::default();
+    let mut next_comment_close = NextMatch::default();
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'<' if opens_tag(&bytes[i + 1..]) => {
                 let rest = &text[i..];
                 let end = if rest.starts_with("<!--") {
-                    rest.find("-->").map(|e| e + 3)
+                    next_comment_close
+                        .at_or_after(bytes, i, |hay| memchr::memmem::find(hay, b"-->"))
+                        .map(|e| e - i + 3)
                 } else {
-                    // Tags longer than this are not tags; keeps the scan linear on hostile input.
-                    rest.bytes()
-                        .take(4096)
-                        .position(|b| b == b'>')
-                        .map(|e| e + 1)
+                    // Tags longer than this are not tags.
+                    next_gt
+                        .at_or_after(bytes, i, |hay| memchr::memchr(b'>', hay))
+                        .map(|e| e - i + 1)
+                        .filter(|&len| len <= MAX_TAG_BYTES)
                 };
                 match end {
                     Some(len) => {
@@ -529,10 +537,8 @@ pub fn strip_tags_and_entities(text: &str) -> String {
             _ => {
                 // Copy the run up to the next special byte in one go (both are ASCII, so the cut is
                 // always on a char boundary).
-                let run_end = bytes[i..]
-                    .iter()
-                    .position(|&b| b == b'<' || b == b'&')
-                    .map_or(bytes.len(), |p| i + p);
+                let run_end =
+                    memchr::memchr2(b'<', b'&', &bytes[i..]).map_or(bytes.len(), |p| i + p);
                 let run_end = if run_end == i { i + 1 } else { run_end };
                 out.push_str(&text[i..run_end]);
                 i = run_end;
@@ -540,6 +546,45 @@ pub fn strip_tags_and_entities(text: &str) -> String {
         }
     }
     out
+}
+
+/// The longest tag `strip_tags_and_entities` removes; a longer `<...>` is text.
+const MAX_TAG_BYTES: usize = 4096;
+
+/// The position of the next occurrence of a pattern, remembered across a forward walk: searched
+/// again only when the walk has gone past it, and never again once the pattern is known absent
+/// from the rest of the text. Every byte is searched at most once per pattern.
+#[derive(Default)]
+struct NextMatch {
+    /// None: not searched yet, or the remembered match is behind the walk.
+    found: Option<usize>,
+    /// Searched from here to the end without a match.
+    absent_from: Option<usize>,
+}
+
+impl NextMatch {
+    /// The first match at or after `from` (`find` returns a position relative to its haystack).
+    fn at_or_after(
+        &mut self,
+        bytes: &[u8],
+        from: usize,
+        find: impl Fn(&[u8]) -> Option<usize>,
+    ) -> Option<usize> {
+        if self.absent_from.is_some_and(|a| a <= from) {
+            return None;
+        }
+        match self.found {
+            Some(at) if at >= from => Some(at),
+            _ => {
+                let hay = bytes.get(from..).unwrap_or_default();
+                self.found = find(hay).map(|p| from + p);
+                if self.found.is_none() {
+                    self.absent_from = Some(from);
+                }
+                self.found
+            }
+        }
+    }
 }
 
 fn opens_tag(after_lt: &[u8]) -> bool {
