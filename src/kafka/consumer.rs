@@ -207,6 +207,10 @@ pub(crate) fn detach(
     epoch: u64,
     correction: bool,
 ) -> InputMessage {
+    let (headers, headers_dropped) = match msg.headers() {
+        Some(h) => super::record::detach_headers(h.count(), h.iter().map(|h| (h.key, h.value))),
+        None => (Vec::new(), 0),
+    };
     InputMessage {
         topic: topic.clone(),
         partition: msg.partition(),
@@ -215,19 +219,8 @@ pub(crate) fn detach(
         timestamp_ms: msg.timestamp().to_millis(),
         key: msg.key().map(<[u8]>::to_vec),
         payload: msg.payload().map(<[u8]>::to_vec),
-        headers: msg
-            .headers()
-            .map(|h| {
-                h.iter()
-                    .map(|h| {
-                        (
-                            h.key.to_owned(),
-                            h.value.map(<[u8]>::to_vec).unwrap_or_default(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        headers,
+        headers_dropped,
         received: Instant::now(),
         correction,
     }

@@ -80,6 +80,17 @@ impl LocalPreparer {
                 "record has no value (null payload)",
             ));
         };
+        if msg.headers_dropped > 0 {
+            return Prepared::Invalid(InvalidArticle::new(
+                InvalidReason::Oversized,
+                format!(
+                    "record carries {} headers; at most {} are read (the DLQ record keeps the first {})",
+                    record::MAX_INPUT_HEADERS + msg.headers_dropped,
+                    record::MAX_INPUT_HEADERS,
+                    record::MAX_INPUT_HEADERS
+                ),
+            ));
+        }
         let prepared = if msg.correction {
             pipeline::prepare_correction(
                 bytes,

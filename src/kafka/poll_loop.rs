@@ -222,13 +222,13 @@ fn consume(
                     shared.health.polled();
                     continue;
                 }
-                let bytes = msg.payload_len()
-                    + msg.key_len()
-                    + msg.headers().map_or(0, |h| {
-                        h.iter()
-                            .map(|h| h.key.len() + h.value.map_or(0, <[u8]>::len))
-                            .sum()
-                    });
+                let bytes = super::record::held_bytes(
+                    msg.payload_len(),
+                    msg.key_len(),
+                    msg.headers()
+                        .into_iter()
+                        .flat_map(|h| h.iter().map(|h| (h.key, h.value))),
+                );
                 let epoch =
                     shared
                         .tracker

@@ -303,13 +303,22 @@ fn is_queue_full(e: &KafkaError) -> bool {
     matches!(e.rdkafka_error_code(), Some(RDKafkaErrorCode::QueueFull))
 }
 
+/// What [`enqueue_blocking`] did with a record.
+enum Enqueued {
+    /// In the producer's queue.
+    Sent(DeliveryFuture, OutputRecord),
+    /// Refused at once as too large: the decided article must be taken out of the index before
+    /// its DLQ fallback goes out, which only the runtime can wait for (the apply thread may be
+    /// the one calling).
+    TakeBackFirst {
+        fallback: OutputRecord,
+        indexed: record::Indexed,
+    },
+}
+
 /// Enqueues from a plain thread, waiting while the local queue is full. Returns None if the
 /// engine abandoned its work meanwhile, or the record can never be delivered.
-fn enqueue_blocking(
-    out: &Output,
-    mut record: OutputRecord,
-    ticket: &Ticket,
-) -> Option<(DeliveryFuture, OutputRecord)> {
+fn enqueue_blocking(out: &Output, mut record: OutputRecord, ticket: &Ticket) -> Option<Enqueued> {
     let mut backoff = RETRY_BACKOFF_START;
     let mut first_failure = None;
     loop {
@@ -317,12 +326,18 @@ fn enqueue_blocking(
             return None;
         }
         match try_enqueue(&out.producer, &out.topics, &record) {
-            Ok(f) => return Some((f, record)),
+            Ok(f) => return Some(Enqueued::Sent(f, record)),
             Err(e) if is_queue_full(&e) => std::thread::sleep(QUEUE_FULL_WAIT),
             Err(e) => {
                 let since = *first_failure.get_or_insert_with(Instant::now);
+                let indexed = record.indexed.clone();
                 match on_failure(out, record, &e, ticket, since) {
-                    Next::Replace(r) => record = r,
+                    Next::Replace(fallback) => match indexed {
+                        Some(indexed) => {
+                            return Some(Enqueued::TakeBackFirst { fallback, indexed })
+                        }
+                        None => record = fallback,
+                    },
                     Next::Retry(r) => {
                         tracing::warn!(
                             "cannot produce to {}: {e}; retrying in {backoff:?}",
@@ -398,15 +413,42 @@ async fn deliver(
                 return;
             }
         };
-        future = loop {
-            if out.abandoned() {
-                return;
-            }
-            match try_enqueue(&out.producer, &out.topics, &record) {
-                Ok(f) => break f,
-                Err(e) if is_queue_full(&e) => tokio::time::sleep(QUEUE_FULL_WAIT).await,
-                Err(e) => match on_failure(&out, record, &e, &ticket, since) {
-                    Next::Replace(r) => record = r,
+        match enqueue_async(&out, record, &ticket, since).await {
+            Some((f, r)) => (future, record) = (f, r),
+            None => return,
+        }
+    }
+}
+
+/// Enqueues from the runtime, waiting while the local queue is full; a decided article whose
+/// record is replaced by its DLQ fallback is taken out of the index first. None if the engine
+/// abandoned its work meanwhile, or the record can never be delivered.
+async fn enqueue_async(
+    out: &Output,
+    mut record: OutputRecord,
+    ticket: &Ticket,
+    first_failure: Instant,
+) -> Option<(DeliveryFuture, OutputRecord)> {
+    let mut backoff = RETRY_BACKOFF_START;
+    loop {
+        if out.abandoned() {
+            return None;
+        }
+        match try_enqueue(&out.producer, &out.topics, &record) {
+            Ok(f) => return Some((f, record)),
+            Err(e) if is_queue_full(&e) => tokio::time::sleep(QUEUE_FULL_WAIT).await,
+            Err(e) => {
+                let indexed = record.indexed.clone();
+                match on_failure(out, record, &e, ticket, first_failure) {
+                    Next::Replace(fallback) => {
+                        if let Some(indexed) = indexed {
+                            if let Err(why) = take_back(out, indexed).await {
+                                out.fail(why);
+                                return None;
+                            }
+                        }
+                        record = fallback;
+                    }
                     Next::Retry(r) => {
                         tracing::warn!(
                             "cannot produce to {}: {e}; retrying in {backoff:?}",
@@ -418,11 +460,11 @@ async fn deliver(
                     }
                     Next::Fail(why) => {
                         out.fail(why);
-                        return;
+                        return None;
                     }
-                },
+                }
             }
-        };
+        }
     }
 }
 
@@ -469,13 +511,26 @@ impl OutputSink for ProducerSink {
     }
 
     fn send(&mut self, record: OutputRecord, ticket: Ticket) {
-        let Some((future, record)) = enqueue_blocking(&self.out, record, &ticket) else {
+        let Some(enqueued) = enqueue_blocking(&self.out, record, &ticket) else {
             return;
         };
         let (out, acks) = (self.out.clone(), self.acks.clone());
         self.runtime.spawn(async move {
             // A panic here would leave the record in flight for ever: fail visibly instead.
             let _guard = out.engine.get().map(|e| e.fail_on_panic("delivery"));
+            let (future, record) = match enqueued {
+                Enqueued::Sent(future, record) => (future, record),
+                Enqueued::TakeBackFirst { fallback, indexed } => {
+                    if let Err(why) = take_back(&out, indexed).await {
+                        out.fail(why);
+                        return;
+                    }
+                    match enqueue_async(&out, fallback, &ticket, Instant::now()).await {
+                        Some(sent) => sent,
+                        None => return,
+                    }
+                }
+            };
             deliver(out, acks, future, record, ticket).await
         });
     }

@@ -41,6 +41,48 @@ pub const H_ERROR_HEADERS_DROPPED: &str = "newsdedup.error.headers_dropped_bytes
 /// Input headers with this prefix are dropped (they would collide with ours).
 pub const HEADER_PREFIX: &str = "newsdedup.";
 
+/// Most headers read from one input record. A real producer sets a handful; a record with more
+/// goes to the DLQ (reason `oversized`) carrying these, so that no count of headers, however
+/// small each is, sets the memory or the size of what the service holds and produces.
+pub const MAX_INPUT_HEADERS: usize = 1024;
+
+/// Bytes a header adds to a produced record as librdkafka counts it against
+/// `message.max.bytes`: key and value plus their two length fields (varints of at most 5 bytes).
+pub fn encoded_header_bytes(key: &str, value: &[u8]) -> usize {
+    key.len() + value.len() + 10
+}
+
+/// The headers an input record of `count` headers is read with: the first [`MAX_INPUT_HEADERS`]
+/// of `headers` (a missing value read as empty), and how many more there were.
+pub fn detach_headers<'h>(
+    count: usize,
+    headers: impl Iterator<Item = (&'h str, Option<&'h [u8]>)>,
+) -> (Vec<(String, Vec<u8>)>, usize) {
+    let dropped = count.saturating_sub(MAX_INPUT_HEADERS);
+    let kept = headers
+        .take(MAX_INPUT_HEADERS)
+        .map(|(k, v)| (k.to_owned(), v.map(<[u8]>::to_vec).unwrap_or_default()))
+        .collect();
+    (kept, dropped)
+}
+
+/// Bytes the service holds for one consumed record, for the in-flight bound: value, key, and per
+/// kept header its bytes and its two heap allocations' bookkeeping.
+pub fn held_bytes<'h>(
+    payload_len: usize,
+    key_len: usize,
+    headers: impl Iterator<Item = (&'h str, Option<&'h [u8]>)>,
+) -> usize {
+    payload_len
+        + key_len
+        + headers
+            .take(MAX_INPUT_HEADERS)
+            .map(|(k, v)| {
+                k.len() + v.map_or(0, <[u8]>::len) + std::mem::size_of::<(String, Vec<u8>)>()
+            })
+            .sum::<usize>()
+}
+
 /// Longest `newsdedup.error.message` header value, in bytes.
 const MAX_ERROR_MESSAGE_BYTES: usize = 1024;
 
@@ -56,7 +98,11 @@ pub struct InputMessage {
     pub key: Option<Vec<u8>>,
     /// None when the record has no value (a tombstone).
     pub payload: Option<Vec<u8>>,
+    /// The first [`MAX_INPUT_HEADERS`] headers of the record.
     pub headers: Vec<(String, Vec<u8>)>,
+    /// How many headers the record carried beyond [`MAX_INPUT_HEADERS`] (not kept): such a
+    /// record goes to the DLQ.
+    pub headers_dropped: usize,
     /// When the service received it (for the processing-latency histogram).
     pub received: Instant,
     /// A record of the corrections topic (an editor's correction), not of the input topic.
@@ -166,7 +212,7 @@ pub fn worst_case_output_bytes(input: &InputMessage, id: &str, open_len: usize) 
         .headers
         .iter()
         .filter(|(k, _)| !k.starts_with(HEADER_PREFIX))
-        .map(|(k, v)| k.len() + v.len())
+        .map(|(k, v)| encoded_header_bytes(k, v))
         .sum();
     open_len
         + crate::output::MAX_DEDUP_MEMBER_BYTES
@@ -269,7 +315,10 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputR
         .into_iter()
         .filter(|(k, _)| k != H_DECISION && k != H_ERROR_REASON && k != H_ERROR_MESSAGE)
         .partition(|(k, _)| k.starts_with(HEADER_PREFIX));
-    let passthrough_bytes: usize = passthrough.iter().map(|(k, v)| k.len() + v.len()).sum();
+    let passthrough_bytes: usize = passthrough
+        .iter()
+        .map(|(k, v)| encoded_header_bytes(k, v))
+        .sum();
     let mut headers = ours;
     if passthrough_bytes <= FALLBACK_MAX_PASSTHROUGH_HEADER_BYTES {
         headers.extend(passthrough);
@@ -329,14 +378,14 @@ pub fn is_fallback(record: &OutputRecord) -> bool {
     record.headers.iter().any(|(k, _)| k == H_ERROR_TRUNCATED)
 }
 
-/// Bytes the record takes on the wire, roughly: value, key and headers.
+/// Bytes the record counts against `message.max.bytes`: value, key and encoded headers.
 pub fn record_bytes(record: &OutputRecord) -> usize {
     record.payload.len()
         + record.key.as_ref().map_or(0, Vec::len)
         + record
             .headers
             .iter()
-            .map(|(k, v)| k.len() + v.len())
+            .map(|(k, v)| encoded_header_bytes(k, v))
             .sum::<usize>()
 }
 
@@ -370,6 +419,7 @@ mod tests {
                 ("newsdedup.decision".into(), b"forged".to_vec()),
                 ("newsdedup.sketch".into(), b"forged".to_vec()),
             ],
+            headers_dropped: 0,
             received: Instant::now(),
             correction: false,
         }
@@ -478,7 +528,7 @@ mod tests {
         assert!(record_bytes(&f) < 80 * 1024, "{} bytes", record_bytes(&f));
         assert_eq!(f.key, None);
         assert_eq!(header(&f, H_ERROR_KEY_DROPPED), [b"1100000"]);
-        assert_eq!(header(&f, H_ERROR_HEADERS_DROPPED), [b"200690"]);
+        assert_eq!(header(&f, H_ERROR_HEADERS_DROPPED), [b"202690"]);
         assert!(header(&f, "h1").is_empty());
         assert_eq!(
             header(&f, H_SOURCE_OFFSET),
@@ -487,5 +537,34 @@ mod tests {
         );
         assert_eq!(header(&f, H_ERROR_TRUNCATED), [b"2000000"]);
         assert!(is_fallback(&f));
+    }
+
+    /// Half a million empty headers (a 1 MB record under the default topic limit) are read as
+    /// the first 1024 and a count: the memory held and the DLQ record are bounded, and the
+    /// encoded size counts each header's two length fields.
+    #[test]
+    fn headers_are_read_up_to_the_cap_and_counted_as_librdkafka_encodes_them() {
+        let many: Vec<(&str, Option<&[u8]>)> = vec![("", None); 520_000];
+        let (kept, dropped) = detach_headers(many.len(), many.iter().copied());
+        assert_eq!(kept.len(), MAX_INPUT_HEADERS);
+        assert_eq!(dropped, 520_000 - MAX_INPUT_HEADERS);
+        let held = held_bytes(1, 0, many.iter().copied());
+        assert!((MAX_INPUT_HEADERS * 48..64 * 1024).contains(&held), "{held}");
+        let (few, none_dropped) = detach_headers(1, [("trace", Some(&b"t1"[..]))].into_iter());
+        assert_eq!(
+            (few, none_dropped),
+            (vec![("trace".into(), b"t1".to_vec())], 0)
+        );
+        assert_eq!(encoded_header_bytes("", b""), 10);
+
+        // A DLQ record with every kept header: its fallback drops them by their encoded size.
+        let mut msg = input();
+        msg.headers = vec![(String::new(), Vec::new()); 900];
+        let err = InvalidArticle::new(InvalidReason::Oversized, "too many headers");
+        let refused = dlq_record(msg, &err, crate::output::invalid_line(None, &err));
+        assert!(record_bytes(&refused) >= 9_000);
+        let f = oversized_fallback(refused, "Broker: Message size too large");
+        assert_eq!(header(&f, H_ERROR_HEADERS_DROPPED), [b"9000"]);
+        assert!(header(&f, "").is_empty());
     }
 }

@@ -65,6 +65,7 @@ fn message(partition: i32, offset: i64, epoch: u64, value: &Value) -> InputMessa
         key: None,
         payload: Some(serde_json::to_vec(value).expect("json")),
         headers: Vec::new(),
+        headers_dropped: 0,
         received: Instant::now(),
         correction: false,
     }
@@ -174,12 +175,30 @@ fn invalid_records_go_to_the_dlq_and_nothing_blocks() {
     let mut tombstone = message(0, 2, e, &good);
     tombstone.payload = None;
     msgs.push(tombstone);
+    // A valid article in a record of too many headers (as `detach` reads it): the DLQ, not the
+    // index, and nothing after it waits.
+    let mut many_headers = message(
+        0,
+        3,
+        e,
+        &json!({"id": "hdr", "content": "另一篇完全不同的新闻正文"}),
+    );
+    many_headers.headers =
+        vec![(String::new(), Vec::new()); newsdedup::kafka::record::MAX_INPUT_HEADERS];
+    many_headers.headers_dropped = 519_000;
+    msgs.push(many_headers);
+    msgs.push(message(
+        0,
+        4,
+        e,
+        &json!({"id": "after", "content": "第三篇新闻：省政府发布交通建设规划"}),
+    ));
     for m in msgs {
         tracker.lock().register(0, m.offset);
         engine.submit(m).expect("submit");
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while sink.out.lock().len() < 3 {
+    while sink.out.lock().len() < 5 {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -191,7 +210,16 @@ fn invalid_records_go_to_the_dlq_and_nothing_blocks() {
     assert_eq!(out[1].0.payload, b"\xff\xfe not json");
     assert_eq!(out[2].0.kind, OutputKind::Dlq);
     assert_eq!(header(&out[2].0, "newsdedup.error.reason"), "bad_json");
-    assert_eq!(tracker.lock().commit_candidates(None)[0].offset, 3);
+    assert_eq!(out[3].0.kind, OutputKind::Dlq);
+    assert_eq!(header(&out[3].0, "newsdedup.error.reason"), "oversized");
+    assert!(
+        header(&out[3].0, "newsdedup.error.message").contains("520024 headers"),
+        "{}",
+        header(&out[3].0, "newsdedup.error.message")
+    );
+    assert_eq!(out[3].0.indexed, None, "never indexed");
+    assert_eq!(out[4].0.kind, OutputKind::Unique);
+    assert_eq!(tracker.lock().commit_candidates(None)[0].offset, 5);
 }
 
 /// Fails every decision after the first `ok` ones, like an index that stopped accepting writes.
