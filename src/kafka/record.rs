@@ -549,7 +549,10 @@ mod tests {
         assert_eq!(kept.len(), MAX_INPUT_HEADERS);
         assert_eq!(dropped, 520_000 - MAX_INPUT_HEADERS);
         let held = held_bytes(1, 0, many.iter().copied());
-        assert!((MAX_INPUT_HEADERS * 48..64 * 1024).contains(&held), "{held}");
+        assert!(
+            (MAX_INPUT_HEADERS * 48..64 * 1024).contains(&held),
+            "{held}"
+        );
         let (few, none_dropped) = detach_headers(1, [("trace", Some(&b"t1"[..]))].into_iter());
         assert_eq!(
             (few, none_dropped),
