@@ -690,11 +690,11 @@ fn characters_sketch(title: &str, content: &str) -> Sketch {
     Sketch::of(if has_word(content) { content } else { title })
 }
 
-/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
 /// The longest title read, in bytes (a real headline is under 300); the rest of a longer one is
 /// ignored, as content past `max_content_bytes` is.
 pub const MAX_TITLE_BYTES: usize = 4096;
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a char boundary.
 pub fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
     if s.len() <= max {
         return s;

@@ -551,15 +551,15 @@ pub fn strip_tags_and_entities(text: &str) -> String {
 /// The longest tag `strip_tags_and_entities` removes; a longer `<...>` is text.
 const MAX_TAG_BYTES: usize = 4096;
 
-/// The position of the next occurrence of a pattern, remembered across a forward walk: searched
-/// again only when the walk has gone past it, and never again once the pattern is known absent
-/// from the rest of the text. Every byte is searched at most once per pattern.
+/// The position of the next occurrence of a pattern, remembered across a forward walk (`from`
+/// never decreases): searched again only when the walk has gone past it, and never again once
+/// the pattern is absent from the rest of the text. Every byte is searched at most once.
 #[derive(Default)]
 struct NextMatch {
-    /// None: not searched yet, or the remembered match is behind the walk.
+    /// The last match found (possibly behind the walk by now).
     found: Option<usize>,
-    /// Searched from here to the end without a match.
-    absent_from: Option<usize>,
+    /// The rest of the text holds no match.
+    exhausted: bool,
 }
 
 impl NextMatch {
@@ -570,20 +570,15 @@ impl NextMatch {
         from: usize,
         find: impl Fn(&[u8]) -> Option<usize>,
     ) -> Option<usize> {
-        if self.absent_from.is_some_and(|a| a <= from) {
+        if self.exhausted {
             return None;
         }
-        match self.found {
-            Some(at) if at >= from => Some(at),
-            _ => {
-                let hay = bytes.get(from..).unwrap_or_default();
-                self.found = find(hay).map(|p| from + p);
-                if self.found.is_none() {
-                    self.absent_from = Some(from);
-                }
-                self.found
-            }
+        if let Some(at) = self.found.filter(|&at| at >= from) {
+            return Some(at);
         }
+        self.found = find(bytes.get(from..).unwrap_or_default()).map(|p| from + p);
+        self.exhausted = self.found.is_none();
+        self.found
     }
 }
 
