@@ -25,8 +25,8 @@
 use crate::dedup::{Decision, Deduper, Verdict};
 use crate::error::IndexError;
 use crate::index::{
-    ArticleStore, CorrectionKind, CorrectionNote, MatchRef, MatchRule, PairChange, SegmentMatch,
-    StoredArticle, StoredDecision,
+    ArticleStore, CorrectionKind, CorrectionNote, IndexWrite, MatchRef, MatchRule, PairChange,
+    SegmentMatch, StoredArticle, StoredDecision,
 };
 use crate::signing::{SignatureError, SigningKey, SigningKeys};
 use crate::simhash::Fingerprint;
@@ -439,7 +439,13 @@ impl<S: ArticleStore> Deduper<S> {
         self.store_mut()
             .write_correction(&c.id, &stored, &article, &pair)?;
         Ok(Ok(Corrected {
-            decision: decision_of(&article),
+            decision: Decision {
+                written: Some(IndexWrite::Corrected {
+                    fingerprint: article.fingerprint,
+                    at_ms,
+                }),
+                ..decision_of(&article)
+            },
             changed: true,
         }))
     }
@@ -566,6 +572,7 @@ fn decision_of(a: &StoredArticle) -> Decision {
         // The record republished carries the article checked to be the stored one
         // (`CarriedArticle::differs_from`): its readers take the sketch stored, as the index has it.
         sketch: a.sketch,
+        written: None,
     }
 }
 

@@ -9,8 +9,8 @@
 use crate::error::IndexError;
 use crate::headline::ChromeCheck;
 use crate::index::{
-    event_time, ArticleStore, Candidate, CorrectionNote, EarlierVersion, MatchRef, MatchRule,
-    Relation, Revision, SegmentMatch, StoredArticle, StoredDecision,
+    event_time, ArticleStore, Candidate, CorrectionNote, EarlierVersion, IndexWrite, MatchRef,
+    MatchRule, Relation, Revision, SegmentMatch, StoredArticle, StoredDecision,
 };
 use crate::simhash::Fingerprint;
 use crate::sketch::{Similarity, Sketch};
@@ -75,6 +75,9 @@ pub struct Decision {
     /// a new version; None for a correction): the output record carries it, so that a standby or
     /// a rebuild restores it without cleaning the text again.
     pub sketch: Option<Sketch>,
+    /// What the decision wrote to the index (None: nothing, a replay or a correction applied
+    /// before): what is undone if its output can never be published.
+    pub written: Option<IndexWrite>,
 }
 
 impl Decision {
@@ -344,8 +347,13 @@ impl<S: ArticleStore> Deduper<S> {
         // original, a small part of it); a match with an update names its original, so a
         // duplicate always points at the first copy of its story, never at another copy.
         let searchable = record.searchable();
-        match &previous {
-            None => self.store.insert(input.id, &record, searchable)?,
+        let written = match &previous {
+            None => {
+                self.store.insert(input.id, &record, searchable)?;
+                IndexWrite::Inserted {
+                    fingerprint: input.fingerprint,
+                }
+            }
             Some(p) if superseded => {
                 // The stored version is rewritten unchanged but for the remembered one.
                 let mut kept = p.clone();
@@ -357,10 +365,19 @@ impl<S: ArticleStore> Deduper<S> {
                     .chain(p.earlier.iter().cloned())
                     .take(crate::index::MAX_EARLIER_VERSIONS)
                     .collect();
-                self.store.replace(input.id, p, &kept, p.searchable())?
+                self.store.replace(input.id, p, &kept, p.searchable())?;
+                IndexWrite::Remembered {
+                    fingerprint: input.fingerprint,
+                }
             }
-            Some(p) => self.store.replace(input.id, p, &record, searchable)?,
-        }
+            Some(p) => {
+                self.store.replace(input.id, p, &record, searchable)?;
+                IndexWrite::Revised {
+                    fingerprint: input.fingerprint,
+                    previous: Box::new(p.clone()),
+                }
+            }
+        };
         Ok(Decision {
             verdict: matched.map_or(Verdict::Unique, Verdict::Duplicate),
             fingerprint: input.fingerprint,
@@ -373,6 +390,7 @@ impl<S: ArticleStore> Deduper<S> {
             superseded,
             correction: None,
             sketch: input.sketch.copied(),
+            written: Some(written),
         })
     }
 
@@ -395,6 +413,7 @@ impl<S: ArticleStore> Deduper<S> {
             // the decision (so its output is bounded like any other).
             correction: None,
             sketch,
+            written: None,
         }
     }
 }

@@ -11,12 +11,11 @@ use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
 use crate::index::{
-    ArticleStore, CorrectionKind, DiskUsage, DurableStore, IndexCounts, SyncHandle,
+    ArticleStore, CorrectionKind, DiskUsage, DurableStore, IndexCounts, IndexWrite, SyncHandle,
 };
 use crate::output;
 use crate::runner::Stage;
 use crate::signing::SigningKeys;
-use crate::simhash::Fingerprint;
 use crate::topic::Outline;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -363,19 +362,11 @@ pub trait DecisionStage: Send {
     fn disk_usage(&self) -> DiskUsage {
         DiskUsage::default()
     }
-    /// Takes a decided article out of the index (its stored version is `fingerprint`),
-    /// durably, because its output can never reach its topic. True if it was there.
-    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
+    /// Undoes what the decision of `id` wrote (`write`), durably, because its output can never
+    /// reach its topic. True if the index changed.
+    fn undo(&mut self, id: &str, write: &IndexWrite) -> Result<bool, IndexError>;
     /// Whether the index holds an article `id`.
     fn holds(&self, id: &str) -> Result<bool, IndexError>;
-    /// Undoes the correction of `id` made at `at_ms` (stored as `fingerprint`), durably,
-    /// because its output can never reach its topic. True if it was applied.
-    fn revert_correction(
-        &mut self,
-        id: &str,
-        fingerprint: Fingerprint,
-        at_ms: i64,
-    ) -> Result<bool, IndexError>;
 }
 
 impl<S: DurableStore> DecisionStage for Deduper<S> {
@@ -399,21 +390,12 @@ impl<S: DurableStore> DecisionStage for Deduper<S> {
         self.store().disk_usage()
     }
 
-    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
-        self.store_mut().withdraw(id, fingerprint)
+    fn undo(&mut self, id: &str, write: &IndexWrite) -> Result<bool, IndexError> {
+        self.store_mut().undo(id, write)
     }
 
     fn holds(&self, id: &str) -> Result<bool, IndexError> {
         Ok(self.store().get(id)?.is_some())
-    }
-
-    fn revert_correction(
-        &mut self,
-        id: &str,
-        fingerprint: Fingerprint,
-        at_ms: i64,
-    ) -> Result<bool, IndexError> {
-        self.store_mut().revert_correction(id, fingerprint, at_ms)
     }
 }
 
@@ -515,24 +497,13 @@ impl<D: DecisionStage, O: DecisionObserver, E: Envelope> Stage<E, Prepared> for 
         self.decider.sync_handle()
     }
 
-    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
-        let withdrawn = self.decider.withdraw(id, fingerprint)?;
+    fn undo(&mut self, id: &str, write: &IndexWrite) -> Result<bool, IndexError> {
+        let undone = self.decider.undo(id, write)?;
         self.observer.index_changed(&self.decider.counts(), None);
-        Ok(withdrawn)
+        Ok(undone)
     }
 
     fn holds(&self, id: &str) -> Result<bool, IndexError> {
         self.decider.holds(id)
-    }
-
-    fn revert_correction(
-        &mut self,
-        id: &str,
-        fingerprint: Fingerprint,
-        at_ms: i64,
-    ) -> Result<bool, IndexError> {
-        let reverted = self.decider.revert_correction(id, fingerprint, at_ms)?;
-        self.observer.index_changed(&self.decider.counts(), None);
-        Ok(reverted)
     }
 }

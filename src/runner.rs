@@ -26,8 +26,7 @@
 //!   served by the apply thread between two groups, so the stage keeps a single writer.
 
 use crate::error::IndexError;
-use crate::index::SyncHandle;
-use crate::simhash::Fingerprint;
+use crate::index::{IndexWrite, SyncHandle};
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use std::collections::BTreeMap;
 use std::io;
@@ -75,23 +74,13 @@ pub trait Stage<I, P> {
     fn sync_handle(&self) -> Option<SyncHandle> {
         None
     }
-    /// Takes an applied article out again (its output can never be delivered), durably; true if
-    /// it was there. Stages that index nothing have nothing to withdraw.
-    fn withdraw(&mut self, _id: &str, _fingerprint: Fingerprint) -> Result<bool, Self::Error> {
+    /// Undoes what applying the item of `id` wrote (`write`: its output can never be delivered),
+    /// durably; true if the index changed. Stages that index nothing have nothing to undo.
+    fn undo(&mut self, _id: &str, _write: &IndexWrite) -> Result<bool, Self::Error> {
         Ok(false)
     }
     /// Whether the index holds an article `id`. Stages that index nothing hold none.
     fn holds(&self, _id: &str) -> Result<bool, Self::Error> {
-        Ok(false)
-    }
-    /// Undoes an applied correction of `id` made at `at_ms` (its output can never be delivered),
-    /// durably; true if it was applied. Stages that index nothing have nothing to undo.
-    fn revert_correction(
-        &mut self,
-        _id: &str,
-        _fingerprint: Fingerprint,
-        _at_ms: i64,
-    ) -> Result<bool, Self::Error> {
         Ok(false)
     }
 }
@@ -198,11 +187,10 @@ pub enum ControlError {
 /// A request served by the apply thread.
 pub enum Control {
     Sync(Sender<Result<(), String>>),
-    Withdraw(String, Fingerprint, Sender<Result<bool, String>>),
+    /// Undo what the decision of an article wrote: (id, the write).
+    Undo(String, IndexWrite, Sender<Result<bool, String>>),
     /// Whether the index holds an article.
     Holds(String, Sender<Result<bool, String>>),
-    /// Undo the correction of an article: (id, fingerprint, the correction's time).
-    RevertCorrection(String, Fingerprint, i64, Sender<Result<bool, String>>),
 }
 
 /// The receiving end of [`RunnerHandle`]'s requests, given to [`run`].
@@ -272,38 +260,17 @@ impl RunnerHandle {
         answer(rx, timeout, || self.stopped())
     }
 
-    /// Withdraws an applied article (`id`, stored as `fingerprint`) durably, because its output
-    /// can never reach its destination. Waits at most `timeout` for the apply thread.
-    pub fn withdraw(
+    /// Undoes what the decision of `id` wrote (`write`), durably, because its output can never
+    /// reach its destination. Waits at most `timeout` for the apply thread.
+    pub fn undo(
         &self,
         id: &str,
-        fingerprint: Fingerprint,
+        write: IndexWrite,
         timeout: Duration,
     ) -> Result<bool, ControlError> {
         let (tx, rx) = bounded(1);
         self.control
-            .send(Control::Withdraw(id.to_owned(), fingerprint, tx))
-            .map_err(|_| self.stopped())?;
-        answer(rx, timeout, || self.stopped())
-    }
-
-    /// Undoes the correction of `id` (stored as `fingerprint`) made at `at_ms`, durably, because
-    /// its output can never reach its destination. Waits at most `timeout` for the apply thread.
-    pub fn revert_correction(
-        &self,
-        id: &str,
-        fingerprint: Fingerprint,
-        at_ms: i64,
-        timeout: Duration,
-    ) -> Result<bool, ControlError> {
-        let (tx, rx) = bounded(1);
-        self.control
-            .send(Control::RevertCorrection(
-                id.to_owned(),
-                fingerprint,
-                at_ms,
-                tx,
-            ))
+            .send(Control::Undo(id.to_owned(), write, tx))
             .map_err(|_| self.stopped())?;
         answer(rx, timeout, || self.stopped())
     }
@@ -790,40 +757,43 @@ fn serve<I, P, S: Stage<I, P>>(
             }
             let _ = reply.send(result);
         }
-        Control::Withdraw(id, fingerprint, reply) => {
-            let result = stage.withdraw(&id, fingerprint).map_err(|e| e.to_string());
-            match &result {
-                        Ok(true) => tracing::warn!(
-                            "withdrew article {id:?} from the index: its output was refused by the broker and went to the DLQ"
-                        ),
-                        Ok(false) => {}
-                        Err(e) => {
-                            handle.fail(format!("cannot withdraw article {id:?} from the index: {e}; stopped deciding"));
-                        }
-                    }
-            let _ = reply.send(result);
-        }
-        Control::Holds(id, reply) => {
-            let _ = reply.send(stage.holds(&id).map_err(|e| e.to_string()));
-        }
-        Control::RevertCorrection(id, fingerprint, at_ms, reply) => {
-            let result = stage
-                .revert_correction(&id, fingerprint, at_ms)
-                .map_err(|e| e.to_string());
+        Control::Undo(id, write, reply) => {
+            let result = stage.undo(&id, &write).map_err(|e| e.to_string());
             match &result {
                 Ok(true) => tracing::warn!(
-                    "undid the correction of article {id:?} made {}: its output was refused by the broker and went to the DLQ; the article keeps its earlier decision",
-                    crate::time::format_rfc3339(at_ms)
+                    "{}: its output was refused by the broker and went to the DLQ",
+                    undone(&id, &write)
                 ),
                 Ok(false) => {}
                 Err(e) => {
                     handle.fail(format!(
-                        "cannot undo the correction of article {id:?} in the index: {e}; stopped deciding"
+                        "cannot undo the decision of article {id:?} in the index: {e}; stopped deciding"
                     ));
                 }
             }
             let _ = reply.send(result);
         }
+        Control::Holds(id, reply) => {
+            let _ = reply.send(stage.holds(&id).map_err(|e| e.to_string()));
+        }
+    }
+}
+
+/// What undoing `write` did to article `id`, for the log.
+fn undone(id: &str, write: &IndexWrite) -> String {
+    match write {
+        IndexWrite::Inserted { .. } => format!("withdrew article {id:?} from the index"),
+        IndexWrite::Revised { previous, .. } => format!(
+            "put version {} of article {id:?} back in the index in place of its revision",
+            previous.fingerprint
+        ),
+        IndexWrite::Remembered { fingerprint } => {
+            format!("forgot the older version {fingerprint} of article {id:?}")
+        }
+        IndexWrite::Corrected { at_ms, .. } => format!(
+            "undid the correction of article {id:?} made {}; the article keeps its earlier decision",
+            crate::time::format_rfc3339(*at_ms)
+        ),
     }
 }
 

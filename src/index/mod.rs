@@ -353,6 +353,75 @@ impl StoredArticle {
 /// they are delivered again). Older ones than this are decided afresh.
 pub const MAX_EARLIER_VERSIONS: usize = 8;
 
+/// What one decision wrote to the index under its article's id. Its output record carries it:
+/// when the record can never be published, exactly this is undone (so that the index agrees with
+/// the output topics, what a standby or a rebuild reads), and nothing published before it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum IndexWrite {
+    /// A new id, stored as `fingerprint`: undone by taking the id out.
+    Inserted { fingerprint: Fingerprint },
+    /// A revision `fingerprint` replaced the stored version `previous`: undone by putting
+    /// `previous` back (it was published; the revision was not).
+    Revised {
+        fingerprint: Fingerprint,
+        previous: Box<StoredArticle>,
+    },
+    /// An older version `fingerprint`, remembered beside the stored one (superseded): undone by
+    /// forgetting it.
+    Remembered { fingerprint: Fingerprint },
+    /// A correction applied at `at_ms` to the stored version `fingerprint`: undone by reverting
+    /// it (the article keeps the decision published before).
+    Corrected {
+        fingerprint: Fingerprint,
+        at_ms: i64,
+    },
+}
+
+/// How a store undoes an [`IndexWrite`], decided against the id's stored version now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Undoing {
+    /// Take the id out.
+    Remove,
+    /// Store this version in place of the current one (searchable as it says).
+    Put(Box<StoredArticle>),
+    /// Revert the correction applied at `at_ms` (the store keeps what it replaced).
+    RevertCorrection { at_ms: i64 },
+}
+
+impl IndexWrite {
+    /// What undoing this write does to `current`, the id's stored version now; None when it no
+    /// longer holds what this write made (a later version or correction stands, or it was undone
+    /// before).
+    pub fn undoing(&self, current: &StoredArticle) -> Option<Undoing> {
+        match self {
+            IndexWrite::Inserted { fingerprint } => {
+                (current.fingerprint == *fingerprint).then_some(Undoing::Remove)
+            }
+            IndexWrite::Revised {
+                fingerprint,
+                previous,
+            } => (current.fingerprint == *fingerprint).then(|| Undoing::Put(previous.clone())),
+            IndexWrite::Remembered { fingerprint } => {
+                let at = current
+                    .earlier
+                    .iter()
+                    .position(|v| v.superseded && v.fingerprint == *fingerprint)?;
+                let mut kept = current.clone();
+                kept.earlier.remove(at);
+                Some(Undoing::Put(Box::new(kept)))
+            }
+            IndexWrite::Corrected { fingerprint, at_ms } => (current.fingerprint == *fingerprint
+                && current.correction.as_ref().map(|n| n.at_ms) == Some(*at_ms))
+            .then_some(Undoing::RevertCorrection { at_ms: *at_ms }),
+        }
+    }
+
+    /// A correction's write (its article was published before it).
+    pub fn is_correction(&self) -> bool {
+        matches!(self, IndexWrite::Corrected { .. })
+    }
+}
+
 /// An earlier version of an article id, with the decision it got.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EarlierVersion {
@@ -612,17 +681,9 @@ pub trait DurableStore: ArticleStore + Send {
     fn disk_usage(&self) -> DiskUsage {
         DiskUsage::default()
     }
-    /// Removes `id` if its stored version has `fingerprint`, durably; true if it did.
-    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError>;
-    /// Undoes the correction of `id` made at `at_ms` if its stored version is `fingerprint` with
-    /// that correction (the article and the pair as they were before it), durably; true if it
-    /// did.
-    fn revert_correction(
-        &mut self,
-        id: &str,
-        fingerprint: Fingerprint,
-        at_ms: i64,
-    ) -> Result<bool, IndexError>;
+    /// Undoes `write`, made by the decision of `id`, if the id's stored version is still what it
+    /// made ([`IndexWrite::undoing`]), durably; true if the index changed.
+    fn undo(&mut self, id: &str, write: &IndexWrite) -> Result<bool, IndexError>;
 }
 
 impl Serialize for Fingerprint {

@@ -481,7 +481,7 @@ async fn take_back(out: &Output, indexed: record::Indexed) -> Result<(), String>
         ));
     };
     let id = indexed.id.clone();
-    match tokio::task::spawn_blocking(move || undo(&engine, &indexed, WITHDRAW_TIMEOUT)).await {
+    match tokio::task::spawn_blocking(move || undo(&engine, indexed, WITHDRAW_TIMEOUT)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(format!(
             "cannot take article {id:?}, whose output the broker refused, back from the index: {e}; stopped, nothing after it is committed"
@@ -491,17 +491,18 @@ async fn take_back(out: &Output, indexed: record::Indexed) -> Result<(), String>
 }
 
 /// What the index must forget when the output record of `indexed` can never be published, so
-/// that it agrees with the output topics (what a standby or a rebuild reads): an article decided
-/// is withdrawn; a correction is undone, its article keeping the decision published before.
+/// that it agrees with the output topics (what a standby or a rebuild reads): exactly what its
+/// decision wrote (a new article withdrawn, a revision's previous version put back, a
+/// correction reverted), nothing when it wrote nothing (a replay of a published version).
 /// Blocks on the decision thread for at most `timeout`; true if the index changed.
 pub fn undo(
     engine: &RunnerHandle,
-    indexed: &record::Indexed,
+    indexed: record::Indexed,
     timeout: Duration,
 ) -> Result<bool, crate::runner::ControlError> {
-    match indexed.correction_at_ms {
-        Some(at_ms) => engine.revert_correction(&indexed.id, indexed.fingerprint, at_ms, timeout),
-        None => engine.withdraw(&indexed.id, indexed.fingerprint, timeout),
+    match indexed.written {
+        Some(write) => engine.undo(&indexed.id, write, timeout),
+        None => Ok(false),
     }
 }
 

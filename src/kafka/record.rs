@@ -4,7 +4,7 @@
 
 use crate::article::{InvalidArticle, InvalidReason};
 use crate::dedup::Decision;
-use crate::simhash::Fingerprint;
+use crate::index::IndexWrite;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -134,24 +134,22 @@ pub struct OutputRecord {
     pub key: Option<Vec<u8>>,
     pub payload: Vec<u8>,
     pub headers: Vec<(String, Vec<u8>)>,
-    /// For a decided article, the index entry the record stands for: if the record can never
-    /// reach its topic, the entry is withdrawn (`RunnerHandle::withdraw`), so that the index and
-    /// the output topics (what a standby or a rebuild reads) agree.
+    /// For a decided article, its id and what its decision wrote to the index: if the record
+    /// can never reach its topic, that write is undone (`RunnerHandle::undo`), so that the index
+    /// and the output topics (what a standby or a rebuild reads) agree.
     pub indexed: Option<Indexed>,
     /// For a DLQ record, the line `batch` writes for the same invalid input (id, when known, and
     /// the reason), so that a sink writing JSONL (`replay --output`) writes exactly that.
     pub invalid_line: Option<Vec<u8>>,
 }
 
-/// An article's entry in the index: its id and the fingerprint of the version decided.
+/// A decided article's id and what its decision wrote to the index.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Indexed {
     pub id: String,
-    pub fingerprint: Fingerprint,
-    /// Of a correction's record: the correction's time. Its article was published before, so a
-    /// refused record undoes the correction (`RunnerHandle::revert_correction`) instead of
-    /// withdrawing the article.
-    pub correction_at_ms: Option<i64>,
+    /// None when the decision wrote nothing (a replay of a published version, a correction read
+    /// again): a refusal of its record then changes nothing already published.
+    pub written: Option<IndexWrite>,
 }
 
 /// Identifies the input message an output record answers, for acknowledgement.
@@ -256,12 +254,7 @@ pub fn decided_record(
         headers,
         indexed: Some(Indexed {
             id: id.to_owned(),
-            fingerprint: decision.fingerprint,
-            correction_at_ms: if input.correction {
-                decision.correction.as_ref().map(|note| note.at_ms)
-            } else {
-                None
-            },
+            written: decision.written.clone(),
         }),
         invalid_line: None,
     }
@@ -342,7 +335,8 @@ pub fn oversized_fallback(rejected: OutputRecord, broker_error: &str) -> OutputR
     let correction = rejected
         .indexed
         .as_ref()
-        .is_some_and(|i| i.correction_at_ms.is_some());
+        .and_then(|i| i.written.as_ref())
+        .is_some_and(IndexWrite::is_correction);
     let message = if correction {
         format!("correction refused: the broker refused {what} of {original_len} bytes ({broker_error}); the correction is not applied and the article keeps its earlier decision; value truncated")
     } else {

@@ -259,25 +259,12 @@ impl DecisionStage for FailAfter {
         DecisionStage::counts(&self.inner)
     }
 
-    fn withdraw(
-        &mut self,
-        id: &str,
-        fingerprint: newsdedup::simhash::Fingerprint,
-    ) -> Result<bool, IndexError> {
-        DecisionStage::withdraw(&mut self.inner, id, fingerprint)
+    fn undo(&mut self, id: &str, write: &newsdedup::index::IndexWrite) -> Result<bool, IndexError> {
+        DecisionStage::undo(&mut self.inner, id, write)
     }
 
     fn holds(&self, id: &str) -> Result<bool, IndexError> {
         DecisionStage::holds(&self.inner, id)
-    }
-
-    fn revert_correction(
-        &mut self,
-        id: &str,
-        fingerprint: newsdedup::simhash::Fingerprint,
-        at_ms: i64,
-    ) -> Result<bool, IndexError> {
-        DecisionStage::revert_correction(&mut self.inner, id, fingerprint, at_ms)
     }
 }
 
@@ -419,9 +406,10 @@ fn an_article_whose_output_cannot_fit_is_oversized_and_never_indexed() {
 }
 
 /// A sink standing in for a broker whose output topic refuses records over `limit` bytes (a
-/// topic `max.message.bytes` below the producer's; the test broker does not enforce it). It does
-/// what the producer does on such a refusal: withdraw the decided article from the index, then
-/// deliver the size-bounded DLQ record, then acknowledge.
+/// topic `max.message.bytes` below the producer's; the test broker does not enforce it), or
+/// whose input carried the header [`REFUSE`] (standing for pass-through headers that take it
+/// over). It does what the producer does on such a refusal: undo what the decision wrote to the
+/// index, then deliver the size-bounded DLQ record, then acknowledge.
 #[derive(Clone)]
 struct RefusingSink {
     limit: usize,
@@ -429,13 +417,17 @@ struct RefusingSink {
     inner: VecSink,
 }
 
+/// An input header that makes [`RefusingSink`] refuse the output record.
+const REFUSE: &str = "x-test-refuse";
+
 impl OutputSink for RefusingSink {
     fn attach(&mut self, engine: &newsdedup::runner::RunnerHandle) {
         *self.engine.lock() = Some(engine.clone());
     }
 
     fn send(&mut self, record: OutputRecord, ticket: Ticket) {
-        if record.kind == OutputKind::Dlq || record.payload.len() <= self.limit {
+        let marked = record.headers.iter().any(|(k, _)| k == REFUSE);
+        if record.kind == OutputKind::Dlq || (record.payload.len() <= self.limit && !marked) {
             return self.inner.send(record, ticket);
         }
         let engine = self.engine.lock().clone().expect("attached");
@@ -445,14 +437,152 @@ impl OutputSink for RefusingSink {
             .expect("a decided record names its index entry");
         // Off the decision thread, as the producer's delivery tasks are; what the producer does.
         let taken_back = std::thread::spawn(move || {
-            newsdedup::kafka::producer::undo(&engine, &indexed, Duration::from_secs(10))
+            newsdedup::kafka::producer::undo(&engine, indexed, Duration::from_secs(10))
         })
         .join()
         .expect("undo thread");
-        assert_eq!(taken_back, Ok(true));
+        assert!(taken_back.is_ok(), "{taken_back:?}");
         let fallback = newsdedup::kafka::record::oversized_fallback(record, "MessageSizeTooLarge");
         self.inner.send(fallback, ticket);
     }
+}
+
+/// The articles in `out` that reached their topics, as a rebuild from them (what a standby or
+/// a replacement index holds).
+fn rebuilt_from(out: &[(OutputRecord, Ticket)]) -> (tempfile::TempDir, RocksIndex) {
+    let topics = tempfile::tempdir().expect("tempdir");
+    let file = topics.path().join("outputs.jsonl");
+    let lines: String = out
+        .iter()
+        .filter(|(r, _)| r.kind != OutputKind::Dlq)
+        .map(|(r, _)| format!("{}\n", String::from_utf8_lossy(&r.payload)))
+        .collect();
+    std::fs::write(&file, lines).expect("write");
+    let config = Config::default();
+    let fp = Fingerprinter::new(&config.fingerprint).expect("fingerprinter");
+    let mut rebuilt = RocksIndex::open(&topics.path().join("index"), fp.identity(), &config.index)
+        .expect("index");
+    newsdedup::replica::rebuild_from_files(
+        &mut rebuilt,
+        &fp,
+        &[file],
+        newsdedup::replica::ApplyOptions {
+            threads: 2,
+            published_at_offset: Default::default(),
+        },
+        None,
+    )
+    .expect("rebuild");
+    (topics, rebuilt)
+}
+
+/// A refused publish undoes only what its own decision wrote: an article published before and
+/// sent again (a replay) stays; a refused revision puts the published version back instead of
+/// deleting the id; a refused older version is forgotten, the stored one untouched. Afterwards
+/// the live index agrees with a rebuild from the output topics, and a copy of the article still
+/// finds it.
+#[test]
+fn a_refused_publish_undoes_only_what_its_own_decision_wrote() {
+    use newsdedup::index::ArticleStore;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let delivered = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let sink = RefusingSink {
+        limit: 1 << 20,
+        engine: Arc::default(),
+        inner: delivered.clone(),
+    };
+    let mut engine = start(dir.path(), sink);
+    let epoch = tracker.lock().assign(0);
+    let article = |content: String, published: &str| json!({"id": "a", "title": "专项核查", "content": content, "published_at": published});
+    let first = article(
+        common::numbered_report("河东区", 1, 20),
+        "2025-10-01T09:00:00Z",
+    );
+    let revision = article(
+        common::numbered_report("河东区", 1, 8) + &common::numbered_report("南山县", 100, 12),
+        "2025-10-01T10:00:00Z",
+    );
+    let older = article(
+        common::numbered_report("北湖镇", 1, 20),
+        "2025-10-01T07:00:00Z",
+    );
+    let mut copy = first.clone();
+    copy["id"] = json!("a-copy");
+    let refused = |value: &Value, offset: i64| {
+        let mut m = message(0, offset, epoch, value);
+        m.headers.push((REFUSE.to_owned(), b"1".to_vec()));
+        m
+    };
+    let inputs = [
+        message(0, 0, epoch, &first),
+        refused(&first, 1),
+        refused(&revision, 2),
+        refused(&older, 3),
+        message(0, 4, epoch, &copy),
+    ];
+    for (n, input) in inputs.into_iter().enumerate() {
+        tracker.lock().register(0, input.offset);
+        engine.submit(input).expect("submit");
+        // One at a time: each decision sees the index as the previous refusal left it.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while delivered.out.lock().len() <= n {
+            assert!(Instant::now() < deadline, "engine did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    engine.handle().sync(Duration::from_secs(10)).expect("sync");
+    engine.shutdown();
+    let out = delivered.out.lock().clone();
+    let kinds: Vec<OutputKind> = out.iter().map(|(r, _)| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            OutputKind::Unique,
+            OutputKind::Dlq,
+            OutputKind::Dlq,
+            OutputKind::Dlq,
+            OutputKind::Duplicate
+        ]
+    );
+    let first_out: Value = serde_json::from_slice(&out[0].0.payload).expect("json");
+    let published: newsdedup::simhash::Fingerprint = first_out["dedup"]["fingerprint"]
+        .as_str()
+        .expect("fingerprint")
+        .parse()
+        .expect("hex");
+    let copy_out: Value = serde_json::from_slice(&out[4].0.payload).expect("json");
+    assert_eq!(
+        copy_out["dedup"]["match"]["id"], "a",
+        "a copy finds the published article: {}",
+        copy_out["dedup"]
+    );
+    let live = RocksIndex::open_raw(dir.path(), &Default::default()).expect("reopen");
+    let (_topics, rebuilt) = rebuilt_from(&out);
+    for (name, index) in [("live", &live), ("rebuilt", &rebuilt)] {
+        let stored = index
+            .get("a")
+            .expect("get")
+            .unwrap_or_else(|| panic!("{name}: the published article stays"));
+        assert_eq!(
+            stored.fingerprint, published,
+            "{name}: the published version"
+        );
+        assert_eq!(stored.revision, None, "{name}: no revision stored");
+        assert!(
+            stored.earlier.is_empty(),
+            "{name}: no refused version remembered: {:?}",
+            stored.earlier
+        );
+        assert!(stored.searchable(), "{name}");
+    }
+    assert_eq!(
+        ArticleStore::counts(&live).articles,
+        ArticleStore::counts(&rebuilt).articles
+    );
 }
 
 /// An output the broker refuses as too large after the article was indexed goes to the DLQ, and
@@ -678,4 +808,107 @@ fn a_correction_refused_as_too_large_is_undone_and_the_article_stays() {
             .expect("get")
             .map(|s| (s.fingerprint, s.searchable()))
     );
+}
+
+/// A correction applied and published, read again (a restart, a re-sent record) and this time
+/// refused by the broker, stays applied: its record wrote nothing, so nothing is undone, and the
+/// index keeps agreeing with the output topics, which hold the correction.
+#[test]
+fn a_correction_read_again_and_refused_stays_applied() {
+    use newsdedup::index::{ArticleStore, CorrectionKind, StoredDecision};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
+    let delivered = VecSink {
+        out: Arc::default(),
+        tracker: tracker.clone(),
+    };
+    let story = |id: &str| {
+        let (_, content, published) = common::correction_articles()
+            .into_iter()
+            .find(|(i, _, _)| *i == id)
+            .expect("a story article");
+        json!({"id": id, "title": "", "content": content, "published_at": published})
+    };
+    let (b, a) = (story("b"), story("a"));
+    let sink = RefusingSink {
+        limit: 1 << 20,
+        engine: Arc::default(),
+        inner: delivered.clone(),
+    };
+    let mut engine = start(dir.path(), sink);
+    let epoch = tracker.lock().assign(0);
+    let wait_for = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while delivered.out.lock().len() < n {
+            assert!(Instant::now() < deadline, "engine did not finish");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    for (offset, value) in [&b, &a].into_iter().enumerate() {
+        tracker.lock().register(0, offset as i64);
+        engine
+            .submit(message(0, offset as i64, epoch, value))
+            .expect("submit");
+    }
+    wait_for(2);
+    let decided: Value = serde_json::from_slice(&delivered.out.lock()[1].0.payload).expect("json");
+    assert_eq!(decided["dedup"]["match"]["id"], "b", "{}", decided["dedup"]);
+    let release = newsdedup::correction::Correction {
+        kind: CorrectionKind::Release,
+        id: "a".into(),
+        into: None,
+        by: Some("editor".into()),
+        reason: Some("两篇报道不同。".into()),
+        at: "2025-10-02T08:00:00Z".into(),
+        fingerprint: decided["dedup"]["fingerprint"]
+            .as_str()
+            .expect("fingerprint")
+            .parse()
+            .expect("hex"),
+        article: a.to_string(),
+        follows: None,
+        key_id: None,
+        signature: None,
+    };
+    for (offset, refuse) in [(0, false), (1, true)] {
+        let mut correction = message(7, offset, 0, &Value::Null);
+        correction.topic = Arc::from("articles.corrections");
+        correction.payload = Some(release.to_json().into_bytes());
+        correction.correction = true;
+        if refuse {
+            correction.headers.push((REFUSE.to_owned(), b"1".to_vec()));
+        }
+        engine.submit(correction).expect("submit");
+        wait_for(3 + offset as usize);
+    }
+    engine.handle().sync(Duration::from_secs(10)).expect("sync");
+    engine.shutdown();
+    let out = delivered.out.lock().clone();
+    let kinds: Vec<OutputKind> = out.iter().map(|(r, _)| r.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            OutputKind::Unique,
+            OutputKind::Duplicate,
+            OutputKind::Unique,
+            OutputKind::Dlq
+        ],
+        "the release published, then its second reading refused"
+    );
+    let live = RocksIndex::open_raw(dir.path(), &Default::default()).expect("reopen");
+    let (_topics, rebuilt) = rebuilt_from(&out);
+    for (name, index) in [("live", &live), ("rebuilt", &rebuilt)] {
+        let stored = index.get("a").expect("get").expect("A stays");
+        assert_eq!(
+            stored.decision,
+            StoredDecision::Unique,
+            "{name}: still released"
+        );
+        assert_eq!(
+            stored.correction.as_ref().map(|c| c.kind),
+            Some(CorrectionKind::Release),
+            "{name}"
+        );
+        assert_eq!(index.separated("a"), ["b".to_owned()], "{name}");
+    }
 }

@@ -8,8 +8,7 @@
 use super::{rocks_err, RocksIndex, Staged};
 use crate::error::IndexError;
 use crate::index::layout::{self, ALL_FAMILIES, META};
-use crate::index::{ArticleStore, DiskUsage, DurableStore, VolumeSpace};
-use crate::simhash::Fingerprint;
+use crate::index::{ArticleStore, DiskUsage, DurableStore, IndexWrite, Undoing, VolumeSpace};
 use rocksdb::{WaitForCompactOptions, DB};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,20 +40,32 @@ impl DurableStore for RocksIndex {
         disk_usage_of(&self.dir)
     }
 
-    fn withdraw(&mut self, id: &str, fingerprint: Fingerprint) -> Result<bool, IndexError> {
-        if self.get(id)?.is_some_and(|a| a.fingerprint == fingerprint) {
-            return Ok(!self.delete(&[id.to_owned()])?.is_empty());
+    fn undo(&mut self, id: &str, write: &IndexWrite) -> Result<bool, IndexError> {
+        let Some(current) = self.get(id)? else {
+            return Ok(false);
+        };
+        match write.undoing(&current) {
+            None => Ok(false),
+            Some(Undoing::Remove) => Ok(!self.delete(&[id.to_owned()])?.is_empty()),
+            Some(Undoing::Put(article)) => {
+                let mut counts = self.counts;
+                let mut staged = Staged::default();
+                self.stage_article(
+                    &mut staged,
+                    &mut counts,
+                    id,
+                    Some(&current),
+                    &article,
+                    article.searchable(),
+                )?;
+                self.commit(staged, counts)?;
+                self.sync()?;
+                Ok(true)
+            }
+            Some(Undoing::RevertCorrection { at_ms }) => {
+                self.revert_correction(id, current.fingerprint, at_ms)
+            }
         }
-        Ok(false)
-    }
-
-    fn revert_correction(
-        &mut self,
-        id: &str,
-        fingerprint: Fingerprint,
-        at_ms: i64,
-    ) -> Result<bool, IndexError> {
-        RocksIndex::revert_correction(self, id, fingerprint, at_ms)
     }
 }
 
