@@ -129,6 +129,9 @@ pub fn check_user_properties(
             "enable.idempotence" => (value != "true").then_some(
                 "the producer retries failed sends; without idempotence a retry can write an output twice or out of order within its partition, and the standby and `index rebuild` read the output topics back in order",
             ),
+            "auto.offset.reset" => matches!(value, "latest" | "largest" | "end").then_some(
+                "a partition without a committed offset (a new group, offsets expired, or committed offsets that could not be read) would start at its end, and the records before it would never be decided; keep earliest (the default), or error to stop on such a partition",
+            ),
             "transactional.id" => Some(
                 "the service does not use Kafka transactions: its guarantee comes from committing only indexed and acknowledged records",
             ),
@@ -455,6 +458,21 @@ mod tests {
             ("auto.offset.reset", "earliest"),
         ] {
             assert_eq!(reader.get(k).map(String::as_str), Some(v), "{k}");
+        }
+    }
+
+    /// `latest` would skip records silently; `earliest` and `error` never do.
+    #[test]
+    fn an_offset_reset_that_skips_records_is_refused() {
+        let service = ServiceConfig::default();
+        for value in ["latest", "largest", "end", " latest "] {
+            let user = BTreeMap::from([("auto.offset.reset".to_owned(), value.to_owned())]);
+            let e = check_user_properties(&user, &service).expect_err(value);
+            assert!(e.to_string().contains("never be decided"), "{e}");
+        }
+        for value in ["earliest", "smallest", "beginning", "error"] {
+            let user = BTreeMap::from([("auto.offset.reset".to_owned(), value.to_owned())]);
+            assert!(check_user_properties(&user, &service).is_ok(), "{value}");
         }
     }
 
