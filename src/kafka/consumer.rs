@@ -14,8 +14,9 @@
 //!   them, so committed offsets never go backwards.
 //! * Revoke: wait (bounded by `rebalance_timeout`) for the revoked partitions' in-flight records,
 //!   commit what is done, forget the rest (late acknowledgements are ignored: epochs).
-//! * Assign: librdkafka resumes from the committed offsets (or `auto.offset.reset` for a new group);
-//!   the committed offsets are logged and exported.
+//! * Assign: every partition starts at its committed offset (or `auto.offset.reset` for a new
+//!   group), logged and exported; a partition whose committed offset cannot be read stays paused
+//!   until the loop has read it.
 //! * Bounded (`replay`, [`run_bounded`](super::poll_loop::run_bounded)): the partitions are assigned by the caller at explicit
 //!   start offsets (no rebalance callbacks run), and a [`Bounds`] decides for each fetched record
 //!   whether it is in range; the loop ends like a shutdown (drain, final commit) once every
@@ -45,7 +46,7 @@ use rdkafka::message::{Headers, Message};
 use rdkafka::statistics::Statistics;
 use rdkafka::topic_partition_list::TopicPartitionList;
 use rdkafka::ClientConfig;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,6 +80,10 @@ pub struct Shared {
     pub(super) suspect_logged: Mutex<HashSet<i32>>,
     /// High watermark per partition, from librdkafka's statistics (`statistics.interval.ms`).
     pub(super) watermarks: Mutex<HashMap<i32, i64>>,
+    /// Assigned partitions whose committed offsets could not be read at the assignment: kept
+    /// paused (librdkafka would start them by `auto.offset.reset` alone, reading a partition
+    /// again or skipping it) until the consumer loop reads them and seeks there.
+    pub(super) unstarted: Mutex<BTreeSet<i32>>,
     /// Serialises commits (committer thread, rebalance callback, final commit).
     pub(super) commit_lock: Mutex<()>,
     /// The stop request and its budget: bounds the waits of the rebalance callbacks once a stop
@@ -112,6 +117,7 @@ impl Shared {
             watch: Signal::default(),
             suspect_logged: Mutex::new(HashSet::new()),
             watermarks: Mutex::new(HashMap::new()),
+            unstarted: Mutex::new(BTreeSet::new()),
             commit_lock: Mutex::new(()),
             stop,
         }

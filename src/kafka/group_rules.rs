@@ -8,16 +8,33 @@ use super::consumer::{ConsumeParams, InputConsumer, Shared};
 use super::exclusive::{Closed, Facts, Gate, Verdict, WaitFacts, Waiting};
 use crate::metrics as m;
 use rdkafka::consumer::Consumer;
+use rdkafka::topic_partition_list::TopicPartitionList;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Pauses or resumes fetching of the whole current assignment.
+/// Pauses or resumes fetching of the whole current assignment (a resume leaves the partitions
+/// whose start is not known yet paused, [`Shared::unstarted`]).
 pub(super) fn set_paused(consumer: &InputConsumer, pause: bool) {
     match consumer.assignment() {
-        Ok(tpl) if tpl.count() > 0 => {
+        Ok(mut tpl) if tpl.count() > 0 => {
             let r = if pause {
                 consumer.pause(&tpl)
             } else {
+                let unstarted = consumer.context().shared.unstarted.lock().clone();
+                if !unstarted.is_empty() {
+                    let mut startable = TopicPartitionList::new();
+                    for e in tpl.elements() {
+                        if e.topic() != consumer.context().shared.topic
+                            || !unstarted.contains(&e.partition())
+                        {
+                            startable.add_partition(e.topic(), e.partition());
+                        }
+                    }
+                    tpl = startable;
+                }
+                if tpl.count() == 0 {
+                    return;
+                }
                 consumer.resume(&tpl)
             };
             if let Err(e) = r {

@@ -146,6 +146,7 @@ fn consume(
     let mut gate_open = group.is_none();
     let mut looked_at: Option<(u64, Instant)> = None;
     let mut last_export = Instant::now();
+    let mut unstarted_tried = Instant::now();
     metrics::gauge!(m::FETCH_PAUSED).set(0.0);
     shared.health.set_state(State::Running);
 
@@ -191,7 +192,14 @@ fn consume(
             }
         }
         shared.deciding.store(gate_open, Ordering::Relaxed);
-        if let Some(p) = pause.next(pressure || !gate_open, rebalanced) {
+        // Partitions kept paused for want of their committed offsets: once started, the pause
+        // state of the whole assignment is applied again (which resumes them if it fetches).
+        let mut started = false;
+        if unstarted_tried.elapsed() >= super::rebalance::UNSTARTED_RETRY {
+            unstarted_tried = Instant::now();
+            started = super::rebalance::start_unstarted(consumer, &shared);
+        }
+        if let Some(p) = pause.next(pressure || !gate_open, rebalanced || started) {
             set_paused(consumer, p);
         }
         match consumer.poll(POLL) {

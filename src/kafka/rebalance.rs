@@ -1,7 +1,9 @@
 //! The consumer's rebalance callbacks ([`ConsumerCtx`] as rdkafka's `ConsumerContext`): on
 //! revoke, wait (bounded) for the revoked partitions' in-flight records, commit what is done and
 //! forget the rest; on a lost assignment, abandon it uncommitted; on assign, give every partition
-//! an absolute start offset, pause it and tell the consumer loop, which decides what fetches.
+//! an absolute start offset (or, when the committed offsets cannot be read, mark it unstarted
+//! for the consumer loop to start later), pause it and tell the consumer loop, which decides what
+//! fetches.
 
 use super::commit::commit_done;
 use super::consumer::{partition_label, partitions_of, ConsumerCtx, Shared};
@@ -66,6 +68,12 @@ impl ConsumerContext for ConsumerCtx {
                         tracing::warn!(
                             "abandoned {abandoned} in-flight records of revoked partitions {parts:?} (not committed: the next owner processes them again, with the same decisions if it shares this index)"
                         );
+                    }
+                }
+                {
+                    let mut unstarted = shared.unstarted.lock();
+                    for p in &parts {
+                        unstarted.remove(p);
                     }
                 }
                 shared
@@ -145,61 +153,131 @@ impl ConsumerContext for ConsumerCtx {
 /// offset, or for a partition without one its first or next offset (`auto.offset.reset`). With a
 /// logical start, librdkafka looks the offset up after the assignment, and a pause and resume
 /// meanwhile (the assign callback pauses; the loop resumes) looks it up again, by
-/// `auto.offset.reset` alone, ignoring the committed offset: the partition is read again from its
-/// beginning (or, with `latest`, records are skipped). Returns how each partition starts, for
-/// the log; a partition whose offsets cannot be read is left to librdkafka.
+/// `auto.offset.reset` alone, ignoring the committed offset: the partition would be read again
+/// from its beginning. So when the committed offsets cannot be read, the partitions are kept
+/// paused ([`Shared::unstarted`]) until [`start_unstarted`] has read them. Returns how each
+/// partition starts, for the log.
 fn start_offsets(
     consumer: &BaseConsumer<ConsumerCtx>,
     shared: &Shared,
     tpl: &mut TopicPartitionList,
 ) -> Vec<String> {
     // During a stop (an assignment while draining), no longer than the drain.
-    let timeout = shared.stop.bounded(Duration::from_secs(10));
+    let timeout = shared.stop.bounded(OFFSETS_READ_TIMEOUT);
     let topic = shared.topic.as_str();
     let parts = partitions_of(tpl, topic);
-    let mut resume = Vec::with_capacity(parts.len());
     let committed = match consumer.committed_offsets(tpl.clone(), timeout) {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(
-                "cannot read the committed offsets of {parts:?}: {e}; librdkafka looks them up"
+                "cannot read the committed offsets of {topic} {parts:?}: {e}; they stay paused until they are read (retried every {UNSTARTED_RETRY:?})"
             );
+            shared.unstarted.lock().extend(parts.iter().copied());
             return parts.iter().map(|p| format!("{p}@?")).collect();
         }
     };
-    for p in parts {
-        let start = match committed.find_partition(topic, p).map(|e| e.offset()) {
-            Some(Offset::Offset(o)) => {
-                shared.tracker.lock().set_committed(p, o);
-                metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(p))
-                    .set(o as f64);
-                resume.push(format!("{p}@{o}"));
-                Some(o)
+    parts
+        .into_iter()
+        .map(|p| {
+            let (start, label) = start_of(consumer, shared, &committed, p, timeout);
+            if let Some(o) = start {
+                if let Err(e) = tpl.set_partition_offset(topic, p, Offset::Offset(o)) {
+                    tracing::warn!("cannot set the start offset of {topic} [{p}]: {e}");
+                }
             }
-            _ => {
-                let reset = shared.offset_reset.and_then(|earliest| {
-                    match consumer.fetch_watermarks(topic, p, timeout) {
-                        Ok((low, high)) => Some(if earliest { low } else { high }),
-                        Err(e) => {
-                            tracing::warn!("cannot read the offsets of {topic} [{p}]: {e}; librdkafka looks them up");
-                            None
-                        }
+            label
+        })
+        .collect()
+}
+
+/// Where partition `p` starts, given the group's `committed` offsets: the committed offset
+/// (recorded in the tracker and exported), else the `auto.offset.reset` end read from the
+/// broker (None: left to librdkafka); and how, for the log.
+fn start_of(
+    consumer: &BaseConsumer<ConsumerCtx>,
+    shared: &Shared,
+    committed: &TopicPartitionList,
+    p: i32,
+    timeout: Duration,
+) -> (Option<i64>, String) {
+    let topic = shared.topic.as_str();
+    match committed.find_partition(topic, p).map(|e| e.offset()) {
+        Some(Offset::Offset(o)) => {
+            shared.tracker.lock().set_committed(p, o);
+            metrics::gauge!(m::COMMITTED_OFFSET, "partition" => partition_label(p)).set(o as f64);
+            (Some(o), format!("{p}@{o}"))
+        }
+        _ => {
+            let reset = shared.offset_reset.and_then(|earliest| {
+                match consumer.fetch_watermarks(topic, p, timeout) {
+                    Ok((low, high)) => Some(if earliest { low } else { high }),
+                    Err(e) => {
+                        tracing::warn!(
+                            "cannot read the offsets of {topic} [{p}]: {e}; librdkafka looks them up"
+                        );
+                        None
                     }
-                });
-                resume.push(match reset {
-                    Some(o) => format!("{p}@auto.offset.reset={o}"),
-                    None => format!("{p}@auto.offset.reset"),
-                });
-                reset
-            }
-        };
-        if let Some(o) = start {
-            if let Err(e) = tpl.set_partition_offset(topic, p, Offset::Offset(o)) {
-                tracing::warn!("cannot set the start offset of {topic} [{p}]: {e}");
-            }
+                }
+            });
+            let label = match reset {
+                Some(o) => format!("{p}@auto.offset.reset={o}"),
+                None => format!("{p}@auto.offset.reset"),
+            };
+            (reset, label)
         }
     }
-    resume
+}
+
+/// Longest wait for the committed offsets of assigned partitions. Short: the wait holds the poll
+/// thread (in the assign callback, or the consumer loop), and a wait near `max.poll.interval.ms`
+/// would have the member leave the group; partitions not started in time are retried.
+const OFFSETS_READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How often the consumer loop tries again to read the committed offsets of partitions kept
+/// paused for want of them.
+pub(super) const UNSTARTED_RETRY: Duration = Duration::from_secs(1);
+
+/// Reads the committed offsets of the partitions kept paused for want of them
+/// ([`Shared::unstarted`]) and seeks each to its start; true if any can now be fetched (the
+/// loop then applies its pause state to the whole assignment again). Called by the consumer loop
+/// (a seek needs an assigned partition, and the loop is the one that resumes).
+pub(super) fn start_unstarted(consumer: &BaseConsumer<ConsumerCtx>, shared: &Shared) -> bool {
+    let parts: Vec<i32> = shared.unstarted.lock().iter().copied().collect();
+    if parts.is_empty() {
+        return false;
+    }
+    let topic = shared.topic.as_str();
+    let mut tpl = TopicPartitionList::new();
+    for &p in &parts {
+        tpl.add_partition(topic, p);
+    }
+    let timeout = shared.stop.bounded(OFFSETS_READ_TIMEOUT);
+    let committed = match consumer.committed_offsets(tpl, timeout) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!("committed offsets of {topic} {parts:?} still unreadable: {e}");
+            return false;
+        }
+    };
+    let mut started = Vec::new();
+    for p in parts {
+        let (start, label) = start_of(consumer, shared, &committed, p, timeout);
+        if let Some(o) = start {
+            if let Err(e) = consumer.seek(topic, p, Offset::Offset(o), timeout) {
+                tracing::warn!("cannot seek {topic} [{p}] to {o}: {e}; it stays paused, retried");
+                continue;
+            }
+        }
+        shared.unstarted.lock().remove(&p);
+        started.push(label);
+    }
+    if !started.is_empty() {
+        tracing::info!(
+            "committed offsets of {topic} read: resuming from [{}]",
+            started.join(", ")
+        );
+    }
+    !started.is_empty()
 }
 
 impl ConsumerCtx {

@@ -579,3 +579,66 @@ fn a_member_given_no_partition_turns_unready_then_unhealthy() {
     let (status, _) = service.terminate(Duration::from_secs(40));
     assert!(status.success(), "exit {status:?}; log:\n{}", service.log());
 }
+
+/// The coordinator does not answer OffsetFetch while the service joins its group (the proxy
+/// swallows those requests until 5 s after the service said it cannot read them): the partitions
+/// stay paused until their committed offsets are read, then resume there, and the member keeps
+/// its assignment meanwhile (every wait for the offsets is short). Nothing decided
+/// before the restart is read again (with `earliest`, librdkafka alone would start them at their
+/// beginning), and every later record is decided once.
+#[test]
+fn partitions_whose_committed_offsets_cannot_be_read_stay_paused_until_they_can() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (proxy, _broker) = broker_behind_proxy(dir.path());
+    let (before, _) = corpus_inputs(0, 120, "c1");
+    let first_coords = produce(&proxy.addr, "articles.raw", &before, None);
+    let index = dir.path().join("index");
+    let mut service = start_service(&proxy.addr, &index, &dir.path().join("first.log"), &ARGS);
+    wait_committed(
+        &proxy.addr,
+        &ends(&first_coords),
+        Duration::from_secs(120),
+        &|| service.log(),
+    );
+    let (status, _) = service.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{}", service.log());
+
+    proxy.swallow(9);
+    let mut service = start_service(&proxy.addr, &index, &dir.path().join("second.log"), &ARGS);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !service.log().contains("cannot read the committed offsets") {
+        assert!(
+            Instant::now() < deadline,
+            "the committed offsets were read despite the proxy; log:\n{}",
+            service.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(5));
+    proxy.answer_all();
+    let (after, _) = corpus_inputs(120, 60, "c2");
+    let later_coords = produce(&proxy.addr, "articles.raw", &after, None);
+    let mut reader = Reader::new(&proxy.addr, &OUTPUTS);
+    let want: HashSet<(i32, i64)> = later_coords.iter().copied().collect();
+    reader.wait_covered(&want, Duration::from_secs(120), &|| service.log());
+    reader.poll_for(Duration::from_secs(2));
+    let log = service.log();
+    assert!(
+        log.contains("committed offsets of articles.raw read"),
+        "{log}"
+    );
+    // The wait for them never held the poll thread past `max.poll.interval.ms` (10 s here): a
+    // 10 s wait in the assign callback had the member leave the group and lose its assignment.
+    assert!(
+        !log.contains("was lost") && !log.contains("maximum poll interval"),
+        "the member left its group while waiting for committed offsets; log:\n{log}"
+    );
+    assert_eq!(
+        repeated(&reader.got),
+        0,
+        "records decided before the restart were read again; log:\n{log}"
+    );
+    assert_eq!(reader.got.len(), before.len() + after.len(), "{log}");
+    let (status, _) = service.terminate(Duration::from_secs(40));
+    assert!(status.success(), "exit {status:?}; log:\n{log}");
+}

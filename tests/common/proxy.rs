@@ -5,7 +5,7 @@
 //! connection after the bootstrap goes through it.
 
 use parking_lot::Mutex;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,6 +17,8 @@ struct State {
     upstream: Mutex<Option<String>>,
     cut: AtomicBool,
     stop: AtomicBool,
+    /// The API key whose requests are dropped (`swallow`), if any.
+    swallowed: Mutex<Option<i16>>,
     /// Both ends of every open connection (closed by `cut`).
     open: Mutex<Vec<TcpStream>>,
 }
@@ -62,6 +64,16 @@ impl CutProxy {
 
     pub fn restore(&self) {
         self.state.cut.store(false, Ordering::SeqCst);
+    }
+
+    /// Drops every request of the Kafka API `api_key` (e.g. 9, OffsetFetch) from now on, until
+    /// `answer_all`: the client's request times out unanswered.
+    pub fn swallow(&self, api_key: i16) {
+        *self.state.swallowed.lock() = Some(api_key);
+    }
+
+    pub fn answer_all(&self) {
+        *self.state.swallowed.lock() = None;
     }
 }
 
@@ -110,8 +122,36 @@ fn connect(client: TcpStream, upstream: &str, state: &Arc<State>) {
         return;
     };
     state.open.lock().extend([c3, s3]);
-    pipe(client, s2);
+    pipe_requests(client, s2, Arc::clone(state));
     pipe(server, c2);
+}
+
+/// Copies the client's requests (Kafka frames: a 4-byte length, then the API key first) to the
+/// server on its own thread, dropping those of the swallowed API; closes both when either side
+/// ends.
+fn pipe_requests(mut from: TcpStream, mut to: TcpStream, state: Arc<State>) {
+    std::thread::spawn(move || {
+        let mut len = [0u8; 4];
+        while from.read_exact(&mut len).is_ok() {
+            let mut frame = vec![0u8; usize::try_from(i32::from_be_bytes(len)).unwrap_or(0)];
+            if from.read_exact(&mut frame).is_err() {
+                break;
+            }
+            let api = frame.get(..2).map(|k| i16::from_be_bytes([k[0], k[1]]));
+            if api.is_some() && api == *state.swallowed.lock() {
+                continue;
+            }
+            if to
+                .write_all(&len)
+                .and_then(|()| to.write_all(&frame))
+                .is_err()
+            {
+                break;
+            }
+        }
+        let _ = from.shutdown(Shutdown::Both);
+        let _ = to.shutdown(Shutdown::Both);
+    });
 }
 
 /// Copies `from` into `to` on its own thread; closes both when either side ends.
