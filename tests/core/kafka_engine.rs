@@ -684,19 +684,12 @@ fn an_output_refused_after_indexing_is_withdrawn_so_the_index_agrees_with_the_to
 /// hold: later copies would be decided differently by the service and by its replicas.)
 #[test]
 fn a_correction_refused_as_too_large_is_undone_and_the_article_stays() {
-    use newsdedup::index::{ArticleStore, CorrectionKind, StoredDecision};
+    use newsdedup::index::{ArticleStore, StoredDecision};
     let dir = tempfile::tempdir().expect("tempdir");
     let tracker = Arc::new(Mutex::new(OffsetTracker::new()));
     let delivered = VecSink {
         out: Arc::default(),
         tracker: tracker.clone(),
-    };
-    let story = |id: &str| {
-        let (_, content, published) = common::correction_articles()
-            .into_iter()
-            .find(|(i, _, _)| *i == id)
-            .expect("a story article");
-        json!({"id": id, "title": "", "content": content, "published_at": published})
     };
     // B, then A, which the engine links to B.
     let (b, a) = (story("b"), story("a"));
@@ -729,23 +722,7 @@ fn a_correction_refused_as_too_large_is_undone_and_the_article_stays() {
     wait_for(2);
     let decided: Value = serde_json::from_slice(&delivered.out.lock()[1].0.payload).expect("json");
     assert_eq!(decided["dedup"]["match"]["id"], "b", "{}", decided["dedup"]);
-    let release = newsdedup::correction::Correction {
-        kind: CorrectionKind::Release,
-        id: "a".into(),
-        into: None,
-        by: Some("editor".into()),
-        reason: Some("两篇报道不同。".repeat(190)),
-        at: "2025-10-02T08:00:00Z".into(),
-        fingerprint: decided["dedup"]["fingerprint"]
-            .as_str()
-            .expect("fingerprint")
-            .parse()
-            .expect("hex"),
-        article: a.to_string(),
-        follows: None,
-        key_id: None,
-        signature: None,
-    };
+    let release = release_of_a(&a, &decided, "两篇报道不同。".repeat(190));
     let mut correction = message(0, 0, 0, &Value::Null);
     correction.topic = Arc::from("articles.corrections");
     correction.partition = 7;
@@ -822,13 +799,6 @@ fn a_correction_read_again_and_refused_stays_applied() {
         out: Arc::default(),
         tracker: tracker.clone(),
     };
-    let story = |id: &str| {
-        let (_, content, published) = common::correction_articles()
-            .into_iter()
-            .find(|(i, _, _)| *i == id)
-            .expect("a story article");
-        json!({"id": id, "title": "", "content": content, "published_at": published})
-    };
     let (b, a) = (story("b"), story("a"));
     let sink = RefusingSink {
         limit: 1 << 20,
@@ -853,23 +823,7 @@ fn a_correction_read_again_and_refused_stays_applied() {
     wait_for(2);
     let decided: Value = serde_json::from_slice(&delivered.out.lock()[1].0.payload).expect("json");
     assert_eq!(decided["dedup"]["match"]["id"], "b", "{}", decided["dedup"]);
-    let release = newsdedup::correction::Correction {
-        kind: CorrectionKind::Release,
-        id: "a".into(),
-        into: None,
-        by: Some("editor".into()),
-        reason: Some("两篇报道不同。".into()),
-        at: "2025-10-02T08:00:00Z".into(),
-        fingerprint: decided["dedup"]["fingerprint"]
-            .as_str()
-            .expect("fingerprint")
-            .parse()
-            .expect("hex"),
-        article: a.to_string(),
-        follows: None,
-        key_id: None,
-        signature: None,
-    };
+    let release = release_of_a(&a, &decided, "两篇报道不同。".into());
     for (offset, refuse) in [(0, false), (1, true)] {
         let mut correction = message(7, offset, 0, &Value::Null);
         correction.topic = Arc::from("articles.corrections");
@@ -910,5 +864,35 @@ fn a_correction_read_again_and_refused_stays_applied() {
             "{name}"
         );
         assert_eq!(index.separated("a"), ["b".to_owned()], "{name}");
+    }
+}
+
+/// One of the correction tests' articles (`common::correction_articles`) as an input value.
+fn story(id: &str) -> Value {
+    let (_, content, published) = common::correction_articles()
+        .into_iter()
+        .find(|(i, _, _)| *i == id)
+        .expect("a story article");
+    json!({"id": id, "title": "", "content": content, "published_at": published})
+}
+
+/// An editor's release of article `a`, decided as `decided` (its output record), for `reason`.
+fn release_of_a(a: &Value, decided: &Value, reason: String) -> newsdedup::correction::Correction {
+    newsdedup::correction::Correction {
+        kind: newsdedup::index::CorrectionKind::Release,
+        id: "a".into(),
+        into: None,
+        by: Some("editor".into()),
+        reason: Some(reason),
+        at: "2025-10-02T08:00:00Z".into(),
+        fingerprint: decided["dedup"]["fingerprint"]
+            .as_str()
+            .expect("fingerprint")
+            .parse()
+            .expect("hex"),
+        article: a.to_string(),
+        follows: None,
+        key_id: None,
+        signature: None,
     }
 }

@@ -48,16 +48,7 @@ impl DurableStore for RocksIndex {
             None => Ok(false),
             Some(Undoing::Remove) => Ok(!self.delete(&[id.to_owned()])?.is_empty()),
             Some(Undoing::Put(article)) => {
-                let mut counts = self.counts;
-                let mut staged = Staged::default();
-                self.stage_article(
-                    &mut staged,
-                    &mut counts,
-                    id,
-                    Some(&current),
-                    &article,
-                    article.searchable(),
-                )?;
+                let (staged, counts) = self.stage_replacement(id, &current, &article)?;
                 self.commit(staged, counts)?;
                 self.sync()?;
                 Ok(true)

@@ -180,16 +180,7 @@ impl RocksIndex {
             return Ok(false);
         }
         let previous = self.decode_article(id, &undo.previous)?;
-        let mut counts: IndexCounts = self.counts;
-        let mut staged = Staged::default();
-        self.stage_article(
-            &mut staged,
-            &mut counts,
-            id,
-            Some(&current),
-            &previous,
-            previous.searchable(),
-        )?;
+        let (mut staged, counts) = self.stage_replacement(id, &current, &previous)?;
         let meta = self.cf(META)?;
         if let Some(before) = &undo.pair_before {
             for k in [

@@ -445,6 +445,27 @@ impl RocksIndex {
     /// its expiry entry, its block and band entries when searchable, the removal of `previous`'s
     /// entries, and the stream time. Every writer of articles goes through it; a bulk writer
     /// stages several and writes them at once with `commit` (which also removes what is due).
+    /// The write that stores `article` under `id` in place of `current` (searchable as it says),
+    /// with the counts after it: undoing a revision or a correction.
+    pub(super) fn stage_replacement(
+        &self,
+        id: &str,
+        current: &StoredArticle,
+        article: &StoredArticle,
+    ) -> Result<(Staged, IndexCounts), IndexError> {
+        let mut counts = self.counts;
+        let mut staged = Staged::default();
+        self.stage_article(
+            &mut staged,
+            &mut counts,
+            id,
+            Some(current),
+            article,
+            article.searchable(),
+        )?;
+        Ok((staged, counts))
+    }
+
     pub(super) fn stage_article(
         &self,
         staged: &mut Staged,
