@@ -403,16 +403,46 @@ pub fn record_disk_usage(disk: &DiskUsage) {
     }
 }
 
-/// A health answer: HTTP status code and JSON body.
-pub type HealthFn = Arc<dyn Fn() -> (u16, String) + Send + Sync>;
+/// Who asks `/health` or `/ready`. The texts of an answer (a broker's error with its address, a
+/// failure's cause, what the member waits for) go to a client on the loopback only (`newsdedup
+/// health`, `kubectl exec`, `kubectl port-forward`); any other client (a kubelet, a load balancer,
+/// a scanner) gets the status and the counts, and the texts stay in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    Loopback,
+    Remote,
+}
 
-/// Connections open at once from one client address. A client at its limit that opens another
-/// closes its own oldest connection still waiting for a request, so idle sockets (a scanner, a
-/// stuck proxy) never keep a probe waiting.
-const MAX_CONNECTIONS_PER_CLIENT: usize = 32;
-/// Connections open at once from all clients; at the limit the oldest idle one is closed, or the
-/// new one if none is idle.
-const MAX_CONNECTIONS: usize = 1024;
+impl Asker {
+    fn of(ip: IpAddr) -> Asker {
+        if ip.to_canonical().is_loopback() {
+            Asker::Loopback
+        } else {
+            Asker::Remote
+        }
+    }
+}
+
+/// A health answer for an asker: HTTP status code and JSON body.
+pub type HealthFn = Arc<dyn Fn(Asker) -> (u16, String) + Send + Sync>;
+
+/// How many connections the listener keeps open.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    /// From one client address. A client at its limit that opens another closes its own oldest
+    /// connection still waiting for a request, so idle sockets (a scanner, a stuck proxy) never
+    /// keep a probe waiting; with none of its own idle (all answering, e.g. to a client that
+    /// never reads), the new one is refused, so one client can never hold the global limit.
+    per_client: usize,
+    /// From all clients; at the limit the oldest idle one is closed, or the new one if none is
+    /// idle.
+    all: usize,
+}
+
+const LIMITS: Limits = Limits {
+    per_client: 32,
+    all: 1024,
+};
 /// Longest request head (request line and headers); a larger one is refused.
 const MAX_REQUEST_BYTES: usize = 16 * 1024;
 /// Longest time to receive a request head: a probe sends it at once.
@@ -448,14 +478,21 @@ struct Open {
 }
 
 /// The open connections, oldest first: what the limits are counted over.
-#[derive(Default)]
 struct Connections {
+    limits: Limits,
     open: parking_lot::Mutex<VecDeque<Open>>,
 }
 
 impl Connections {
+    fn new(limits: Limits) -> Connections {
+        Connections {
+            limits,
+            open: parking_lot::Mutex::new(VecDeque::new()),
+        }
+    }
+
     /// Registers a new connection from `client`, first closing an idle one where a limit is
-    /// reached. None: at the global limit with no idle connection to close (refuse this one).
+    /// reached. None: at a limit with no idle connection to close (refuse this one).
     fn admit(
         &self,
         id: u64,
@@ -467,14 +504,13 @@ impl Connections {
                 client.is_none_or(|ip| c.client == ip) && !c.busy.load(Ordering::Relaxed)
             })
         };
-        if open.iter().filter(|c| c.client == client).count() >= MAX_CONNECTIONS_PER_CLIENT {
-            if let Some(i) = idle_of(&open, Some(client)) {
-                if let Some(c) = open.remove(i) {
-                    c.close.notify_one();
-                }
+        if open.iter().filter(|c| c.client == client).count() >= self.limits.per_client {
+            let i = idle_of(&open, Some(client))?;
+            if let Some(c) = open.remove(i) {
+                c.close.notify_one();
             }
         }
-        if open.len() >= MAX_CONNECTIONS {
+        if open.len() >= self.limits.all {
             let i = idle_of(&open, None)?;
             if let Some(c) = open.remove(i) {
                 c.close.notify_one();
@@ -504,6 +540,16 @@ pub async fn serve(
     health: HealthFn,
     ready: HealthFn,
 ) {
+    serve_within(listener, prometheus, health, ready, LIMITS).await
+}
+
+async fn serve_within(
+    listener: TcpListener,
+    prometheus: PrometheusHandle,
+    health: HealthFn,
+    ready: HealthFn,
+    limits: Limits,
+) {
     let upkeep = prometheus.clone();
     tokio::spawn(async move {
         loop {
@@ -518,7 +564,7 @@ pub async fn serve(
     };
     // Every connection is accepted at once (none waits in the kernel's backlog behind idle
     // ones); the limits close idle connections instead.
-    let connections = Arc::new(Connections::default());
+    let connections = Arc::new(Connections::new(limits));
     let mut next_id = 0u64;
     loop {
         let (stream, peer) = match listener.accept().await {
@@ -537,10 +583,11 @@ pub async fn serve(
         };
         let endpoints = endpoints.clone();
         let connections = connections.clone();
+        let asker = Asker::of(peer.ip());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 busy.store(true, Ordering::Relaxed);
-                let response = endpoints.answer(&request);
+                let response = endpoints.answer(&request, asker);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let connection = hyper::server::conn::http1::Builder::new()
@@ -600,7 +647,7 @@ pub fn probe(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result
 type Response = hyper::Response<http_body_util::Full<hyper::body::Bytes>>;
 
 impl Endpoints {
-    fn answer<B>(&self, request: &hyper::Request<B>) -> Response {
+    fn answer<B>(&self, request: &hyper::Request<B>, asker: Asker) -> Response {
         use hyper::Method;
         let (status, content_type, body) = match (request.method(), request.uri().path()) {
             (&Method::GET | &Method::HEAD, "/metrics") => (
@@ -609,11 +656,11 @@ impl Endpoints {
                 self.prometheus.render(),
             ),
             (&Method::GET | &Method::HEAD, "/health" | "/healthz") => {
-                let (s, b) = (self.health)();
+                let (s, b) = (self.health)(asker);
                 (s, "application/json", b)
             }
             (&Method::GET | &Method::HEAD, "/ready" | "/readyz") => {
-                let (s, b) = (self.ready)();
+                let (s, b) = (self.ready)(asker);
                 (s, "application/json", b)
             }
             (&Method::GET | &Method::HEAD, _) => (
@@ -657,7 +704,7 @@ mod tests {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let prometheus = PrometheusBuilder::new().build_recorder().handle();
-        let ok: HealthFn = Arc::new(|| (200, "{\"status\":\"ok\"}".to_owned()));
+        let ok: HealthFn = Arc::new(|_| (200, "{\"status\":\"ok\"}".to_owned()));
         let server = tokio::spawn(serve(listener, prometheus, ok.clone(), ok));
         let mut idle = Vec::new();
         for i in 0..200 {
@@ -680,6 +727,81 @@ mod tests {
         server.abort();
     }
 
+    /// A client whose connections stay busy (answers larger than the socket buffers that it
+    /// never reads) holds at most its own share: a probe from another address is answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_never_reads_cannot_hold_every_connection() {
+        let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let prometheus = PrometheusBuilder::new().build_recorder().handle();
+        let ok: HealthFn = Arc::new(|_| (200, "{\"status\":\"ok\"}".to_owned()));
+        // Larger than the server's send buffer can grow to (tcp_wmem's 4 MiB) and the reader's.
+        let large = Arc::new("x".repeat(6 << 20));
+        let ready: HealthFn = Arc::new(move |_| (200, large.as_str().to_owned()));
+        let limits = Limits {
+            per_client: 4,
+            all: 8,
+        };
+        let server = tokio::spawn(serve_within(listener, prometheus, ok, ready, limits));
+        let mut unread = Vec::new();
+        for _ in 0..20 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.set_recv_buffer_size(4096).unwrap();
+            let mut stream = socket.connect(addr).await.unwrap();
+            // The server may already have closed a refused one.
+            let _ = stream
+                .write_all(b"GET /ready HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await;
+            unread.push(stream);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let probe = async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            let mut stream = socket.connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /health HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+                .await
+                .unwrap();
+            let mut answer = Vec::new();
+            let _ = stream.read_to_end(&mut answer).await;
+            String::from_utf8_lossy(&answer).into_owned()
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(1), probe)
+            .await
+            .expect("a probe from another address is answered within 1 s");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        drop(unread);
+        server.abort();
+    }
+
+    /// The server tells the health function who asks: a client on the loopback, or another.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_asker_is_told_apart_by_its_address() {
+        // This host's address on its default route (no packet is sent); none: loopback only.
+        let Some(own) = std::net::UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect("198.51.100.1:9").map(|_| s))
+            .and_then(|s| s.local_addr())
+            .ok()
+            .map(|a| a.ip())
+            .filter(|ip| !ip.is_loopback() && !ip.is_unspecified())
+        else {
+            eprintln!("skipped: no address but the loopback");
+            return;
+        };
+        let listener = bind("0.0.0.0:0".parse().unwrap()).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let prometheus = PrometheusBuilder::new().build_recorder().handle();
+        let health: HealthFn = Arc::new(|asker| (200, format!("{asker:?}")));
+        let server = tokio::spawn(serve(listener, prometheus, health.clone(), health));
+        let loopback = get(SocketAddr::from(([127, 0, 0, 1], port)), "/health").await;
+        let remote = get(SocketAddr::new(own, port), "/health").await;
+        assert!(loopback.ends_with("\r\n\r\nLoopback"), "{loopback}");
+        assert!(remote.ends_with("\r\n\r\nRemote"), "{remote}");
+        server.abort();
+    }
+
     /// `newsdedup health`'s client against the server: the status and body of /health and
     /// /ready, a 503, and 0.0.0.0 asked on the loopback.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -687,8 +809,8 @@ mod tests {
         let listener = bind("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let addr = listener.local_addr().unwrap();
         let prometheus = PrometheusBuilder::new().build_recorder().handle();
-        let ok: HealthFn = Arc::new(|| (200, "{\"status\":\"ok\"}".to_owned()));
-        let waiting: HealthFn = Arc::new(|| (503, "{\"status\":\"waiting\"}".to_owned()));
+        let ok: HealthFn = Arc::new(|_| (200, "{\"status\":\"ok\"}".to_owned()));
+        let waiting: HealthFn = Arc::new(|_| (503, "{\"status\":\"waiting\"}".to_owned()));
         let server = tokio::spawn(serve(listener, prometheus, ok, waiting));
         let unspecified: SocketAddr = format!("0.0.0.0:{}", addr.port()).parse().unwrap();
         let answers = tokio::task::spawn_blocking(move || {

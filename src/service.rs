@@ -241,25 +241,36 @@ pub fn standby(
     serve_endpoints(
         &runtime,
         &settings,
-        Arc::new(move || {
-            if s1.failed.load(Ordering::SeqCst) {
-                (503, "failed: see the log\n".into())
-            } else {
-                (200, "standby: following the output topics\n".into())
-            }
+        Arc::new(move |_| {
+            let failed = s1.failed.load(Ordering::SeqCst);
+            let body = serde_json::json!({
+                "status": if failed { "failed" } else { "ok" },
+                "state": "standby",
+                "lag_records": s1.lag.load(Ordering::Relaxed),
+                "detail": if failed { "see the log" } else { "following the output topics" },
+            });
+            (if failed { 503 } else { 200 }, body.to_string())
         }),
-        Arc::new(move || {
+        Arc::new(move |_| {
             let lag = s2.lag.load(Ordering::Relaxed);
-            if !s2.caught_up_once.load(Ordering::SeqCst) {
-                (503, format!("catching up: {lag} records behind\n"))
+            let (status, why) = if !s2.caught_up_once.load(Ordering::SeqCst) {
+                ("catching_up", format!("catching up: {lag} records behind"))
             } else if lag > max_ready_lag {
                 (
-                    503,
-                    format!("behind: {lag} records (more than {max_ready_lag})\n"),
+                    "behind",
+                    format!("behind: {lag} records (more than {max_ready_lag})"),
                 )
             } else {
-                (200, format!("caught up: {lag} records behind\n"))
-            }
+                ("ready", format!("caught up: {lag} records behind"))
+            };
+            let body = serde_json::json!({
+                "status": status,
+                "state": "standby",
+                "lag_records": lag,
+                "max_ready_lag": max_ready_lag,
+                "detail": why,
+            });
+            (if status == "ready" { 200 } else { 503 }, body.to_string())
         }),
     )?;
     let stop = install_signal_handlers(&runtime, settings.shutdown_timeout())?;
@@ -511,8 +522,8 @@ pub(crate) fn serve_http(
     serve_endpoints(
         runtime,
         settings,
-        Arc::new(move || h1.liveness()),
-        Arc::new(move || h2.readiness()),
+        Arc::new(move |asker| h1.liveness(asker)),
+        Arc::new(move |asker| h2.readiness(asker)),
     )?;
     // Before any Kafka client exists: 0 until a broker has answered (`Health::broker_ok`).
     metrics::gauge!(crate::metrics::BROKER_UP).set(if health.broker_is_up() { 1.0 } else { 0.0 });

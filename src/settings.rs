@@ -15,7 +15,8 @@ use crate::config::{Config, ServiceConfig};
 use crate::kafka::consumer::ConsumeParams;
 use crate::kafka::producer::Topics;
 use crate::kafka::properties::{
-    check_user_properties, client_properties, user_properties, PropertyError,
+    check_user_properties, client_properties, secrets_on_command_line, user_properties,
+    PropertyError,
 };
 use crate::kafka::range::ReplayRange;
 use crate::time::TimeSpan;
@@ -263,7 +264,7 @@ impl Settings {
         config: &Config,
         env: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Settings, SettingsError> {
-        let components = Components::resolve(
+        let mut components = Components::resolve(
             config,
             Overrides {
                 threshold: args.threshold,
@@ -271,6 +272,9 @@ impl Settings {
                 threads: Some(service.threads),
             },
         )?;
+        components
+            .warnings
+            .extend(secrets_on_command_line(&args.properties));
         let metrics_addr = validate(&service)?;
         let user = user_properties(&service.kafka, env, &args.properties)?;
         check_user_properties(&user, &service)?;

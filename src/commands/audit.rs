@@ -129,6 +129,7 @@ fn from_topics(
         }
     }
     let env = newsdedup::service::process_env();
+    super::warn_about_secret_flags(&a.properties);
     let properties =
         newsdedup::kafka::properties::reader_properties(service, &brokers, env, &a.properties)
             .context("invalid Kafka settings for `audit`")?;

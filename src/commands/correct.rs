@@ -55,6 +55,7 @@ fn correct_one(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
     };
     let brokers = pick(&a.brokers, &service.brokers);
     let env = || newsdedup::service::process_env();
+    super::warn_about_secret_flags(&a.properties);
     let reader = || {
         newsdedup::kafka::properties::reader_properties(service, &brokers, env(), &a.properties)
             .context("invalid Kafka settings for `correct`")

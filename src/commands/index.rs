@@ -204,6 +204,7 @@ fn topic_source(
     let service = &config.service;
     let brokers = brokers.unwrap_or_else(|| service.brokers.clone());
     let env = newsdedup::service::process_env();
+    super::warn_about_secret_flags(flags);
     let properties =
         newsdedup::kafka::properties::reader_properties(service, &brokers, env, flags)?;
     let topics: Vec<String> = topics

@@ -67,6 +67,13 @@ fn warn_about_image(fp: &Fingerprinter) {
     }
 }
 
+/// Warns about each secret given with `-X` (see `properties::secrets_on_command_line`).
+fn warn_about_secret_flags(flags: &[String]) {
+    for w in newsdedup::kafka::properties::secrets_on_command_line(flags) {
+        eprintln!("newsdedup: warning: {w}");
+    }
+}
+
 /// A buffered reader of the file at `path`; absent or `-`: standard input.
 fn open_input(path: Option<&Path>) -> Result<Box<dyn BufRead + Send>> {
     match path {

@@ -47,6 +47,7 @@ pub mod stop;
 pub mod tracker;
 pub mod watch;
 
+use crate::metrics::Asker;
 use parking_lot::Mutex;
 use rdkafka::client::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -238,61 +239,83 @@ impl Health {
             .saturating_sub(Duration::from_millis(last))
     }
 
-    fn body(&self, status: &str) -> String {
+    /// The answer's body: the status and the counts for anyone, the texts (see [`Asker`]) for
+    /// a client on the loopback only.
+    fn body(&self, status: &str, asker: Asker) -> String {
         let waiting = self.waiting.lock().clone();
-        serde_json::json!({
+        let mut body = serde_json::json!({
             "status": status,
             "state": self.state().as_str(),
             "broker": if self.broker_is_up() { "up" } else { "unreachable" },
-            "last_broker_error": *self.last_broker_error.lock(),
             "assigned_partitions": self.assigned.load(Ordering::Relaxed),
             "in_flight": self.in_flight.load(Ordering::Relaxed),
             "last_poll_age_ms": self.poll_age().as_millis() as u64,
             "last_progress_age_ms": self.progress_age().as_millis() as u64,
-            "failure": *self.failure.lock(),
             "waiting_ms": waiting.waited.map(|w| w.as_millis() as u64),
-            "waiting_for": waiting.what,
-            "falling_behind": self.behind.lock().what.clone(),
-        })
-        .to_string()
+        });
+        let texts = [
+            ("last_broker_error", self.last_broker_error.lock().clone()),
+            ("failure", self.failure.lock().clone()),
+            ("waiting_for", waiting.what),
+            ("falling_behind", self.behind.lock().what.clone()),
+        ];
+        if let Some(fields) = body.as_object_mut() {
+            match asker {
+                Asker::Loopback => {
+                    for (key, text) in texts {
+                        fields.insert(key.to_owned(), text.into());
+                    }
+                }
+                Asker::Remote => {
+                    let hidden = texts.iter().any(|(_, text)| text.is_some());
+                    if hidden {
+                        fields.insert(
+                            "detail".to_owned(),
+                            "in the log, and in this answer to a client on the loopback".into(),
+                        );
+                    }
+                }
+            }
+        }
+        body.to_string()
     }
 
     /// Liveness: 200 unless the service failed, its consumer loop stalled, records wait in
     /// flight without progress while the broker is up, this member has fetched nothing for
     /// `progress_timeout` while records wait in the input (`waiting`), or it fetches yet the
     /// records waiting beyond its position have not shrunk for that long (`falling_behind`).
-    pub fn liveness(&self) -> (u16, String) {
+    pub fn liveness(&self, asker: Asker) -> (u16, String) {
         let state = self.state();
         if state == State::Failed {
-            return (503, self.body("failed"));
+            return (503, self.body("failed", asker));
         }
         if state == State::Running && self.poll_age() > STALL {
-            return (503, self.body("stalled"));
+            return (503, self.body("stalled", asker));
         }
         if state == State::Running && self.stuck() {
-            return (503, self.body("no_progress"));
+            return (503, self.body("no_progress", asker));
         }
         if state == State::Running && self.waiting.lock().unhealthy {
-            return (503, self.body("waiting"));
+            return (503, self.body("waiting", asker));
         }
         if state == State::Running && self.behind.lock().unhealthy {
-            return (503, self.body("falling_behind"));
+            return (503, self.body("falling_behind", asker));
         }
-        (200, self.body("ok"))
+        (200, self.body("ok", asker))
     }
 
     /// Readiness: 200 while running with a reachable broker, unless this member has fetched
     /// nothing for a session timeout while records wait in the input, or falls behind although
     /// it fetches.
-    pub fn readiness(&self) -> (u16, String) {
+    pub fn readiness(&self, asker: Asker) -> (u16, String) {
         if self.state() == State::Running
             && self.broker_is_up()
             && !self.waiting.lock().unready
             && !self.behind.lock().unready
         {
-            (200, self.body("ready"))
+            (200, self.body("ready", asker))
         } else {
-            (503, self.body("not_ready"))
+            (503, self.body("not_ready", asker))
         }
     }
 }
@@ -427,5 +450,26 @@ mod tests {
         ctx.report(&down, "while consuming");
         let said = health.last_broker_error.lock().clone().unwrap_or_default();
         assert!(said.contains("AllBrokersDown"), "{said}");
+    }
+
+    /// A broker's error text and a failure's cause go to a client on the loopback only; any other
+    /// gets the status, the counts and where to look.
+    #[test]
+    fn texts_of_the_health_answer_go_to_the_loopback_only() {
+        let health = Health::new(Duration::from_secs(60));
+        health.broker_down("broker-7.internal:9092: Connection refused".to_owned());
+        health.fail("cannot write the index /var/lib/newsdedup".to_owned());
+        let (status, local) = health.liveness(Asker::Loopback);
+        assert_eq!(status, 503);
+        assert!(local.contains("broker-7.internal") && local.contains("/var/lib"), "{local}");
+        let (status, remote) = health.liveness(Asker::Remote);
+        assert_eq!(status, 503);
+        assert!(!remote.contains("broker-7") && !remote.contains("/var/lib"), "{remote}");
+        let remote: serde_json::Value = serde_json::from_str(&remote).unwrap();
+        assert_eq!(remote["status"], "failed");
+        assert_eq!(remote["broker"], "unreachable");
+        assert!(remote["detail"].as_str().unwrap_or("").contains("log"), "{remote}");
+        let (_, ready) = health.readiness(Asker::Remote);
+        assert!(!ready.contains("broker-7"), "{ready}");
     }
 }

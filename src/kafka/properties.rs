@@ -52,13 +52,60 @@ pub fn user_properties(
     Ok(user)
 }
 
+/// The properties librdkafka marks sensitive (`_RK_SENSITIVE` in its rdkafka_conf.c, 2.12):
+/// librdkafka itself never logs them, and neither does the service.
+const SENSITIVE: [&str; 13] = [
+    "sasl.username",
+    "sasl.password",
+    "sasl.oauthbearer.config",
+    "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.assertion.private.key.file",
+    "sasl.oauthbearer.assertion.private.key.passphrase",
+    "sasl.oauthbearer.assertion.private.key.pem",
+    "ssl.key.location",
+    "ssl.key.password",
+    "ssl.key.pem",
+    "ssl.keystore.password",
+    "ssl.ca.pem",
+    "ssl_key",
+];
+
+/// librdkafka properties whose own names end in `.file`: passed on as given, never read as
+/// `<property>.file`.
+const NAMED_FILE: [&str; 3] = [
+    "sasl.oauthbearer.assertion.file",
+    "sasl.oauthbearer.assertion.jwt.template.file",
+    "sasl.oauthbearer.assertion.private.key.file",
+];
+
 /// Whether a librdkafka property holds a secret: its value is never printed, and it can be read
-/// from a file (`<property>.file`).
+/// from a file (`<property>.file`). Every property librdkafka marks sensitive, and any other whose
+/// name says password or secret (a later librdkafka's, a plugin's).
 pub fn is_secret_property(key: &str) -> bool {
-    key.contains("password")
-        || key.contains("secret")
-        || key == "ssl.key.pem"
-        || key == "sasl.oauthbearer.config"
+    SENSITIVE.contains(&key) || key.contains("password") || key.contains("secret")
+}
+
+/// The warning for each secret given with `-X`: the command line is readable by every local user
+/// (`/proc/<pid>/cmdline`, `ps`) and stays in shell history.
+pub fn secrets_on_command_line(flags: &[String]) -> Vec<String> {
+    flags
+        .iter()
+        .filter_map(|p| parse_property(p).ok())
+        .map(|(key, _)| key)
+        // A path (`<secret>.file`, `*.file`, `*.location`) or a user name is not the secret.
+        .filter(|key| {
+            is_secret_property(key)
+                && !key.ends_with(".file")
+                && !key.ends_with(".location")
+                && key != "sasl.username"
+        })
+        .map(|key| {
+            format!(
+                "-X {key}=... puts a secret on the command line, readable by every local user and kept in shell history; use -X {key}.file=PATH or the variable {}",
+                env_variable_name(&key)
+            )
+        })
+        .collect()
 }
 
 /// `message` with the value of every secret property in `properties` replaced, for errors that
@@ -79,14 +126,14 @@ pub fn redact_secrets(message: &str, properties: &BTreeMap<String, String>) -> S
 fn read_secret_files(user: &mut BTreeMap<String, String>) -> Result<(), PropertyError> {
     let files: Vec<(String, String)> = user
         .iter()
-        .filter(|(k, _)| k.ends_with(".file"))
+        .filter(|(k, _)| k.ends_with(".file") && !NAMED_FILE.contains(&k.as_str()))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     for (key, path) in files {
         let property = key.trim_end_matches(".file");
         if !is_secret_property(property) {
             return Err(invalid(format!(
-                "{key}: only a secret property (a password, a secret, ssl.key.pem) can be read from a file; set {property} itself"
+                "{key}: only a secret property (a password, a secret, a key; see docs/OPERATIONS.md) can be read from a file; set {property} itself"
             )));
         }
         let text = std::fs::read_to_string(path.trim()).map_err(|e| {
@@ -337,6 +384,17 @@ pub fn env_property_name(var: &str) -> Option<String> {
     )
 }
 
+/// `sasl.password` -> `NEWSDEDUP_KAFKA_SASL_PASSWORD`, the inverse of [`env_property_name`].
+pub fn env_variable_name(property: &str) -> String {
+    format!(
+        "{KAFKA_ENV_PREFIX}{}",
+        property
+            .to_ascii_uppercase()
+            .replace('_', "__")
+            .replace('.', "_")
+    )
+}
+
 /// Prefix of environment variables that set librdkafka properties:
 /// `NEWSDEDUP_KAFKA_SECURITY_PROTOCOL=SSL` sets `security.protocol=SSL` (`_` -> `.`, `__` -> `_`).
 pub const KAFKA_ENV_PREFIX: &str = "NEWSDEDUP_KAFKA_";
@@ -507,6 +565,62 @@ mod tests {
         let redacted = redact_secrets("Invalid value \"hunter2\" for property", &props);
         assert!(!redacted.contains("hunter2"), "{redacted}");
     }
+    /// Every property librdkafka marks sensitive is redacted and readable from a file; a
+    /// librdkafka property named `*.file` is passed on, not read.
+    #[test]
+    fn every_sensitive_property_is_a_secret() {
+        for key in SENSITIVE {
+            assert!(is_secret_property(key), "{key}");
+            let props = BTreeMap::from([(key.to_owned(), "pem-or-passphrase".to_owned())]);
+            let redacted = redact_secrets("bad value pem-or-passphrase", &props);
+            assert_eq!(redacted, "bad value <redacted>", "{key}");
+        }
+        assert!(!is_secret_property("sasl.mechanisms"));
+        let dir = tempfile::tempdir().unwrap();
+        let pem = dir.path().join("key.pem");
+        std::fs::write(&pem, "-----BEGIN PRIVATE KEY-----\n").unwrap();
+        let mut user = BTreeMap::from([
+            (
+                "sasl.oauthbearer.assertion.private.key.pem.file".to_owned(),
+                pem.display().to_string(),
+            ),
+            (
+                "sasl.oauthbearer.assertion.private.key.file".to_owned(),
+                "/etc/key.pem".to_owned(),
+            ),
+        ]);
+        read_secret_files(&mut user).unwrap();
+        assert_eq!(
+            user,
+            BTreeMap::from([
+                (
+                    "sasl.oauthbearer.assertion.private.key.pem".to_owned(),
+                    "-----BEGIN PRIVATE KEY-----".to_owned()
+                ),
+                (
+                    "sasl.oauthbearer.assertion.private.key.file".to_owned(),
+                    "/etc/key.pem".to_owned()
+                ),
+            ])
+        );
+    }
+
+    /// A secret given with -X is warned about, naming the safer ways; other flags are not.
+    #[test]
+    fn a_secret_on_the_command_line_is_warned_about() {
+        let flags = [
+            "security.protocol=SASL_SSL".to_owned(),
+            "sasl.password=hunter2".to_owned(),
+            "sasl.oauthbearer.assertion.private.key.passphrase=pp".to_owned(),
+            "ssl.key.password.file=/run/secrets/key".to_owned(),
+        ];
+        let warnings = secrets_on_command_line(&flags);
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("sasl.password.file=PATH"), "{}", warnings[0]);
+        assert!(warnings[0].contains("NEWSDEDUP_KAFKA_SASL_PASSWORD"), "{}", warnings[0]);
+        assert!(warnings.iter().all(|w| !w.contains("hunter2") && !w.contains("=pp")));
+    }
+
     #[test]
     fn env_property_names() {
         assert_eq!(
@@ -518,6 +632,10 @@ mod tests {
             Some("a_b.c")
         );
         assert_eq!(env_property_name("NEWSDEDUP_KAFKA_"), None);
+        for property in ["security.protocol", "ssl_key", "sasl.oauthbearer.client.secret"] {
+            let var = env_variable_name(property);
+            assert_eq!(env_property_name(&var).as_deref(), Some(property), "{var}");
+        }
         assert_eq!(env_property_name("NEWSDEDUP_BROKERS"), None);
     }
 }
