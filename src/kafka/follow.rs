@@ -10,6 +10,9 @@
 //! started (or when `lag` last asked) and no record arrived for `QUIET`: a broker whose watermarks
 //! are low (Tansu reports the base offset of the last batch + 1) would otherwise end the reading
 //! before the last batch, and the quiet period lets those records arrive.
+//!
+//! The ends are asked again (`lag`) by a thread of their own with a client of their own, so a
+//! partition whose leader does not answer never holds up the reading and applying of the others.
 
 use crate::kafka::record::header_value;
 use crate::restore::SourceRecord;
@@ -19,12 +22,17 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Metadata and watermark requests.
+/// Metadata and watermark requests at the start.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often, and how long for each partition, the ends thread asks.
+const ENDS_EVERY: Duration = Duration::from_secs(2);
+const ENDS_TIMEOUT: Duration = Duration::from_secs(5);
 /// See the module documentation.
 const QUIET: Duration = Duration::from_secs(2);
 
@@ -47,6 +55,70 @@ pub struct Follower {
     last_error: String,
     /// See `TopicSource::corrections_topic`.
     corrections_topic: Option<Arc<str>>,
+    /// The reader's properties, for the ends thread's client.
+    reader: BTreeMap<String, String>,
+    /// Started by the first `lag`.
+    ends: Option<Ends>,
+}
+
+/// The latest end of each partition, asked by a thread of its own (see the module
+/// documentation); it stops when this is dropped.
+struct Ends {
+    latest: Arc<Mutex<BTreeMap<(Arc<str>, i32), i64>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ends {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Ends {
+    fn spawn(reader: &BTreeMap<String, String>, partitions: Vec<(Arc<str>, i32)>) -> Result<Ends> {
+        let mut config = ClientConfig::new();
+        for (k, v) in reader {
+            config.set(k, v);
+        }
+        if let Some(id) = reader.get("client.id") {
+            config.set("client.id", format!("{id}-ends"));
+        }
+        let client: BaseConsumer = config
+            .create()
+            .context("cannot create the Kafka client that asks the ends of the partitions")?;
+        let latest = Arc::new(Mutex::new(BTreeMap::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (out, stopped) = (latest.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("follow-ends".into())
+            .spawn(move || {
+                let mut said = String::new();
+                while !stopped.load(Ordering::Relaxed) {
+                    for (topic, p) in &partitions {
+                        match client.fetch_watermarks(topic, *p, ENDS_TIMEOUT) {
+                            Ok((_, high)) => {
+                                out.lock().insert((topic.clone(), *p), high);
+                            }
+                            Err(e) => {
+                                let text = format!("{topic} [{p}]: {e}");
+                                if text != said {
+                                    tracing::warn!(
+                                        "cannot read the end of {text} (its lag stays as last known; reading goes on)"
+                                    );
+                                    said = text;
+                                }
+                            }
+                        }
+                        if stopped.load(Ordering::Relaxed) {
+                            return;
+                        }
+                    }
+                    std::thread::sleep(ENDS_EVERY);
+                }
+            })
+            .context("cannot start the thread that asks the ends of the partitions")?;
+        Ok(Ends { latest, stop })
+    }
 }
 
 impl Follower {
@@ -64,7 +136,7 @@ impl Follower {
         let reader = super::properties::plain_reader(properties, client_id);
         super::login::check(&reader)?;
         let mut config = ClientConfig::new();
-        for (k, v) in reader {
+        for (k, v) in &reader {
             config.set(k, v);
         }
         let consumer: BaseConsumer = config
@@ -100,6 +172,8 @@ impl Follower {
             last_record: Instant::now(),
             last_error: String::new(),
             corrections_topic: corrections_topic.map(Arc::from),
+            reader,
+            ends: None,
         })
     }
 
@@ -157,18 +231,26 @@ impl Follower {
         self.last_record.elapsed()
     }
 
-    /// Asks the broker for the end of every partition and returns how many records each is
-    /// behind it: (topic, partition, records). A broker with low watermarks makes this a lower
-    /// bound.
+    /// How many records each partition is behind its latest known end: (topic, partition,
+    /// records). Never waits for the broker: the ends are asked by a thread of their own (started
+    /// by the first call), and a partition whose end cannot be read keeps its last known one. A
+    /// broker with low watermarks makes this a lower bound.
     pub fn lag(&mut self) -> Result<Vec<(Arc<str>, i32, i64)>> {
+        if self.ends.is_none() {
+            let partitions = self.partitions.keys().cloned().collect();
+            self.ends = Some(Ends::spawn(&self.reader, partitions)?);
+        }
+        let latest = self
+            .ends
+            .as_ref()
+            .map(|ends| ends.latest.lock().clone())
+            .unwrap_or_default();
         let mut out = Vec::with_capacity(self.partitions.len());
-        for ((topic, p), state) in self.partitions.iter_mut() {
-            let (_, high) = self
-                .consumer
-                .fetch_watermarks(topic, *p, REQUEST_TIMEOUT)
-                .with_context(|| format!("cannot read the offsets of {topic} [{p}]"))?;
-            state.end = state.end.max(high);
-            out.push((topic.clone(), *p, (high - state.next).max(0)));
+        for (key, state) in self.partitions.iter_mut() {
+            if let Some(high) = latest.get(key) {
+                state.end = state.end.max(*high);
+            }
+            out.push((key.0.clone(), key.1, (state.end - state.next).max(0)));
         }
         Ok(out)
     }

@@ -11,7 +11,7 @@
 use crate::common;
 
 use common::kafka::{
-    committed, coords_by_seq, ends, metric, produce, produce_paced, start_service,
+    committed, coords_by_seq, ends, metric, produce, produce_paced, start_command, start_service,
     start_with_group_settings, wait_committed, Broker, Input, Output, Reader, Service,
 };
 use common::proxy::CutProxy;
@@ -641,4 +641,66 @@ fn partitions_whose_committed_offsets_cannot_be_read_stay_paused_until_they_can(
     assert_eq!(reader.got.len(), before.len() + after.len(), "{log}");
     let (status, _) = service.terminate(Duration::from_secs(40));
     assert!(status.success(), "exit {status:?}; log:\n{log}");
+}
+
+/// A standby whose requests for the ends of the partitions go unanswered (the proxy drops every
+/// ListOffsets) keeps applying what the output topics bring: the ends are asked off its reading
+/// and applying. Asked on the reading thread (30 s each), applying stalled for minutes.
+#[test]
+fn a_standby_applies_while_the_ends_of_its_partitions_cannot_be_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (proxy, _broker) = broker_behind_proxy(dir.path());
+    let (before, _) = corpus_inputs(0, 80, "e1");
+    let first_coords = produce(&proxy.addr, "articles.raw", &before, None);
+    let index = dir.path().join("index");
+    let service = start_service(&proxy.addr, &index, &dir.path().join("run.log"), &ARGS);
+    wait_committed(
+        &proxy.addr,
+        &ends(&first_coords),
+        Duration::from_secs(120),
+        &|| service.log(),
+    );
+    let standby = start_command(
+        "standby",
+        &proxy.addr,
+        &dir.path().join("standby"),
+        &dir.path().join("standby.log"),
+        &[],
+    );
+    standby.wait_http();
+    let applied = || {
+        standby
+            .http("/metrics")
+            .map(|(_, body)| metric(&body, "newsdedup_standby_records_total"))
+            .unwrap_or(0.0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while applied() < before.len() as f64 {
+        assert!(Instant::now() < deadline, "standby: {}", standby.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    proxy.swallow(2);
+    // Long enough for the standby to ask the ends at least once (every 2 s).
+    std::thread::sleep(Duration::from_secs(4));
+    let (after, _) = corpus_inputs(80, 60, "e2");
+    let later_coords = produce(&proxy.addr, "articles.raw", &after, None);
+    wait_committed(
+        &proxy.addr,
+        &ends(&later_coords),
+        Duration::from_secs(120),
+        &|| service.log(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while applied() < (before.len() + after.len()) as f64 {
+        assert!(
+            Instant::now() < deadline,
+            "the standby applied {} of {} records within 20 s of their publication while its ListOffsets went unanswered; log:\n{}",
+            applied(),
+            before.len() + after.len(),
+            standby.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    proxy.answer_all();
 }
