@@ -244,9 +244,6 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
             // correction in effect, whatever was read here).
             let consumer = crate::kafka::audit_source::create(properties)
                 .context("cannot read the output topics")?;
-            // Past a watermark below the partition's end (Tansu), records are read while they
-            // are older than this: the start, plus a minute for a service whose clock is ahead.
-            let started_ms = crate::dedup::now_ms() as i64 + 60_000;
             let mut progress =
                 Progress::new("correct", rules.progress.then_some(Duration::from_secs(5)));
             for topic in [&topics.unique, &topics.duplicate] {
@@ -256,7 +253,6 @@ fn latest(records: &Records, ids: &[String], rules: &Rules) -> Result<BTreeMap<S
                     &consumer,
                     topic,
                     &spans,
-                    started_ms,
                     &mut progress,
                     &format!("reading the output records, looking for {}", ids.join(", ")),
                     |r| {

@@ -6,7 +6,6 @@
 //! and stops by itself at the end of the range (`kafka::range`) with a summary.
 
 use crate::config::Config;
-use crate::dedup::now_ms;
 use crate::kafka::consumer::{Bounds, LoopExit};
 use crate::kafka::engine::OutputSink;
 use crate::kafka::poll_loop;
@@ -60,18 +59,18 @@ pub fn replay(
     if spans.is_empty() {
         bail!("nothing to replay: no partition of {topic:?} has a record in the given range");
     }
-    let mut bounds = RangeBounds::new(&spans, &plan.range, now_ms() as i64);
+    let mut bounds = RangeBounds::new(&spans, &plan.range);
+    let end = if plan.range.to_ms.is_some() {
+        "the first record at or after --to-time, else the end it had when the replay started"
+    } else {
+        "the end it had when the replay started"
+    };
     for s in &spans {
         tracing::info!(
-            "partition {}: from offset {} to {} ({})",
+            "partition {}: from offset {} to {} (exclusive: {end})",
             s.partition,
             s.start,
             s.end,
-            if s.exact {
-                "the first record at or after --to-time"
-            } else {
-                "its end when the replay started"
-            }
         );
     }
 

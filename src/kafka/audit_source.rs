@@ -50,8 +50,9 @@ const RUN_GAP: i64 = 2_000;
 pub struct Span {
     pub partition: i32,
     pub start: i64,
-    /// First offset not to read. Exact: a known record offset (a `--to-time` bound, a re-read);
-    /// otherwise the watermark at the start, read past while records are older than the audit.
+    /// First offset not to read. Exact: after a known record (the first at or after `--to-time`,
+    /// the last there was when the plan was made, a re-read); otherwise a watermark, read past
+    /// to the end of the partition (only the plan's own probes).
     pub end: i64,
     pub exact: bool,
 }
@@ -65,10 +66,6 @@ pub(crate) struct Rec<'a> {
     pub timestamp: Option<i64>,
     /// The timestamp of the input record it answers (header `newsdedup.source.timestamp`).
     pub input_time_ms: Option<i64>,
-}
-
-fn now_ms() -> i64 {
-    crate::dedup::now_ms() as i64
 }
 
 pub(crate) fn create(properties: &BTreeMap<String, String>) -> Result<BaseConsumer> {
@@ -171,17 +168,9 @@ pub(crate) fn spans(
     let mut newest: BTreeMap<i32, i64> = BTreeMap::new();
     let mut quiet = Progress::new("audit", None);
     for probe in [&around_start, &around_end] {
-        scan(
-            consumer,
-            topic,
-            probe,
-            i64::MAX,
-            &mut quiet,
-            "offset check",
-            |r| {
-                stamps.insert((r.partition, r.offset), r.timestamp);
-            },
-        )?;
+        scan(consumer, topic, probe, &mut quiet, "offset check", |r| {
+            stamps.insert((r.partition, r.offset), r.timestamp);
+        })?;
     }
     let stamp = |p: i32, o: i64| stamps.get(&(p, o)).copied().flatten();
     // Whether anything is that recent, where the broker said none or gave a start older than
@@ -208,7 +197,6 @@ pub(crate) fn spans(
         consumer,
         topic,
         &newest_of,
-        i64::MAX,
         &mut quiet,
         "offset check",
         |r| {
@@ -258,19 +246,44 @@ pub(crate) fn spans(
             exact,
         });
     }
+    // A watermark end made exact: the last record there is now (a broker may give a watermark
+    // below its last record: Tansu, the last batch's base offset + 1), read up to the end of
+    // the partition once. Ended by offsets, a reading stops where the topic ended when it began,
+    // whatever timestamps the records appended since carry (a backfill's old CreateTime).
+    let soft: Vec<Span> = out
+        .iter()
+        .filter(|s| !s.exact)
+        .map(|s| Span {
+            partition: s.partition,
+            start: (s.end - 1).max(s.start),
+            end: s.end,
+            exact: false,
+        })
+        .collect();
+    let mut last: BTreeMap<i32, i64> = BTreeMap::new();
+    scan(consumer, topic, &soft, &mut quiet, "end check", |r| {
+        let l = last.entry(r.partition).or_insert(r.offset);
+        *l = (*l).max(r.offset);
+    })?;
+    for s in out.iter_mut().filter(|s| !s.exact) {
+        if let Some(&l) = last.get(&s.partition) {
+            s.end = s.end.max(l + 1);
+        }
+        s.exact = true;
+    }
+    out.retain(|s| !(s.exact && s.start >= s.end));
     Ok(out)
 }
 
 /// Reads `spans` of `topic` and hands each record to `visit`; `label` names the pass in progress
-/// lines. A partition is done at its span's end: an exact end, or a watermark end past which
-/// records are read while they are older than `started_ms`, until the end of the partition
-/// (which librdkafka reports once the reading reaches it, even while records keep arriving).
+/// lines. A partition is done at its span's end: an exact end, or for a watermark end the end of
+/// the partition (which librdkafka reports once the reading reaches it, even while records keep
+/// arriving).
 /// Returns the number of records handed over.
 pub(crate) fn scan(
     consumer: &BaseConsumer,
     topic: &str,
     spans: &[Span],
-    started_ms: i64,
     progress: &mut Progress,
     label: &str,
     mut visit: impl FnMut(Rec),
@@ -333,7 +346,7 @@ pub(crate) fn scan(
                 let offset = m.offset();
                 let timestamp = m.timestamp().to_millis();
                 let past_end = offset >= span.end;
-                if past_end && (span.exact || timestamp.is_none_or(|t| t > started_ms)) {
+                if past_end && span.exact {
                     open.remove(&p);
                     continue;
                 }
@@ -375,7 +388,6 @@ pub(crate) fn scan(
 /// Runs the three passes and returns the plan with the shown pairs' records read again.
 pub fn collect(a: &KafkaAudit, opts: AuditOptions) -> Result<Plan> {
     let consumer = create(&a.properties)?;
-    let started_ms = now_ms();
     let mut progress = Progress::new("audit", a.progress);
     let in_range = |ts: Option<i64>| match (a.from_ms, a.to_ms, ts) {
         (None, None, _) => true,
@@ -397,19 +409,11 @@ pub fn collect(a: &KafkaAudit, opts: AuditOptions) -> Result<Plan> {
     for (topic, what) in topics.iter().zip(["duplicates", "unique articles"]) {
         let spans = spans(&consumer, topic, a.from_ms, a.to_ms)?;
         let label = format!("pass 1 of 3 ({what})");
-        scan(
-            &consumer,
-            topic,
-            &spans,
-            started_ms,
-            &mut progress,
-            &label,
-            |r| {
-                if in_range(r.timestamp) {
-                    collector.add(r.value, location(topic, &r), r.timestamp);
-                }
-            },
-        )?;
+        scan(&consumer, topic, &spans, &mut progress, &label, |r| {
+            if in_range(r.timestamp) {
+                collector.add(r.value, location(topic, &r), r.timestamp);
+            }
+        })?;
     }
 
     // Pass 2: the originals, anywhere in the unique topic.
@@ -421,7 +425,6 @@ pub fn collect(a: &KafkaAudit, opts: AuditOptions) -> Result<Plan> {
             &consumer,
             topic,
             &spans,
-            started_ms,
             &mut progress,
             "pass 2 of 3 (originals)",
             |r| {
@@ -487,7 +490,6 @@ pub fn collect(a: &KafkaAudit, opts: AuditOptions) -> Result<Plan> {
                 &consumer,
                 topic,
                 round,
-                started_ms,
                 &mut progress,
                 "pass 3 of 3 (shown pairs)",
                 |r| {

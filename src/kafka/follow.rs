@@ -18,11 +18,11 @@ use crate::kafka::record::header_value;
 use crate::restore::SourceRecord;
 use crate::sketch::Sketch;
 use anyhow::{Context, Result};
+use parking_lot::Mutex;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
-use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -61,10 +61,13 @@ pub struct Follower {
     ends: Option<Ends>,
 }
 
+/// The end (high watermark) of each (topic, partition).
+type EndOffsets = BTreeMap<(Arc<str>, i32), i64>;
+
 /// The latest end of each partition, asked by a thread of its own (see the module
 /// documentation); it stops when this is dropped.
 struct Ends {
-    latest: Arc<Mutex<BTreeMap<(Arc<str>, i32), i64>>>,
+    latest: Arc<Mutex<EndOffsets>>,
     stop: Arc<AtomicBool>,
 }
 

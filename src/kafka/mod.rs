@@ -461,14 +461,23 @@ mod tests {
         health.fail("cannot write the index /var/lib/newsdedup".to_owned());
         let (status, local) = health.liveness(Asker::Loopback);
         assert_eq!(status, 503);
-        assert!(local.contains("broker-7.internal") && local.contains("/var/lib"), "{local}");
+        assert!(
+            local.contains("broker-7.internal") && local.contains("/var/lib"),
+            "{local}"
+        );
         let (status, remote) = health.liveness(Asker::Remote);
         assert_eq!(status, 503);
-        assert!(!remote.contains("broker-7") && !remote.contains("/var/lib"), "{remote}");
+        assert!(
+            !remote.contains("broker-7") && !remote.contains("/var/lib"),
+            "{remote}"
+        );
         let remote: serde_json::Value = serde_json::from_str(&remote).unwrap();
         assert_eq!(remote["status"], "failed");
         assert_eq!(remote["broker"], "unreachable");
-        assert!(remote["detail"].as_str().unwrap_or("").contains("log"), "{remote}");
+        assert!(
+            remote["detail"].as_str().unwrap_or("").contains("log"),
+            "{remote}"
+        );
         let (_, ready) = health.readiness(Asker::Remote);
         assert!(!ready.contains("broker-7"), "{ready}");
     }

@@ -616,9 +616,19 @@ mod tests {
         ];
         let warnings = secrets_on_command_line(&flags);
         assert_eq!(warnings.len(), 2, "{warnings:?}");
-        assert!(warnings[0].contains("sasl.password.file=PATH"), "{}", warnings[0]);
-        assert!(warnings[0].contains("NEWSDEDUP_KAFKA_SASL_PASSWORD"), "{}", warnings[0]);
-        assert!(warnings.iter().all(|w| !w.contains("hunter2") && !w.contains("=pp")));
+        assert!(
+            warnings[0].contains("sasl.password.file=PATH"),
+            "{}",
+            warnings[0]
+        );
+        assert!(
+            warnings[0].contains("NEWSDEDUP_KAFKA_SASL_PASSWORD"),
+            "{}",
+            warnings[0]
+        );
+        assert!(warnings
+            .iter()
+            .all(|w| !w.contains("hunter2") && !w.contains("=pp")));
     }
 
     #[test]
@@ -632,7 +642,11 @@ mod tests {
             Some("a_b.c")
         );
         assert_eq!(env_property_name("NEWSDEDUP_KAFKA_"), None);
-        for property in ["security.protocol", "ssl_key", "sasl.oauthbearer.client.secret"] {
+        for property in [
+            "security.protocol",
+            "ssl_key",
+            "sasl.oauthbearer.client.secret",
+        ] {
             let var = env_variable_name(property);
             assert_eq!(env_property_name(&var).as_deref(), Some(property), "{var}");
         }

@@ -3,13 +3,11 @@
 //!
 //! The start and end offsets are planned once, before consuming, by the audit's reader
 //! (`audit_source::spans`): every partition from its low watermark (or `--from-offset`, or the
-//! first record at or after `--from-time`) to the end it has when the replay starts (or the
+//! first record at or after `--from-time`) to its last record when the replay starts (or the
 //! first record at or after `--to-time`). While consuming, [`RangeBounds`] ends a partition at
 //! the first record at or after `--to-time`, at its planned end, or when librdkafka reports the
-//! end of the partition. A broker may report a smaller high watermark than its last record
-//! (Tansu: the base offset of the last batch + 1), so past a watermark end the partition goes on
-//! while records are older than the start of the replay: a record appended after the start
-//! ends it.
+//! end of the partition. The ends are offsets: records appended after the start are never
+//! replayed, whatever their timestamps (a backfill's old CreateTime included).
 
 use super::audit_source::{self, Span};
 use super::consumer::{Admit, Bounds};
@@ -66,18 +64,15 @@ pub fn plan(
 pub struct RangeBounds {
     spans: BTreeMap<i32, Span>,
     open: BTreeSet<i32>,
-    /// Records with a later timestamp were appended after the replay started.
-    started_ms: i64,
     from_ms: Option<i64>,
     to_ms: Option<i64>,
 }
 
 impl RangeBounds {
-    pub fn new(spans: &[Span], range: &ReplayRange, started_ms: i64) -> RangeBounds {
+    pub fn new(spans: &[Span], range: &ReplayRange) -> RangeBounds {
         RangeBounds {
             spans: spans.iter().map(|s| (s.partition, s.clone())).collect(),
             open: spans.iter().map(|s| s.partition).collect(),
-            started_ms,
             from_ms: range.from_ms,
             to_ms: range.to_ms,
         }
@@ -88,7 +83,7 @@ impl RangeBounds {
         self.open.iter().copied().collect()
     }
 
-    /// Records in range by the planned offsets (a lower bound when an end is a watermark).
+    /// Records in range by the planned offsets.
     pub fn planned_records(&self) -> u64 {
         self.spans
             .values()
@@ -110,8 +105,7 @@ impl Bounds for RangeBounds {
             return Admit::End;
         }
         let at_or_after = |bound: Option<i64>| bound.zip(timestamp_ms).is_some_and(|(b, t)| t >= b);
-        let past_end =
-            offset >= span.end && (span.exact || timestamp_ms.is_none_or(|t| t > self.started_ms));
+        let past_end = span.exact && offset >= span.end;
         if at_or_after(self.to_ms) || past_end {
             self.open.remove(&partition);
             return Admit::End;
@@ -163,7 +157,7 @@ mod tests {
 
     #[test]
     fn exact_end_closes_after_its_last_record() {
-        let mut b = RangeBounds::new(&[span(0, 5, 7, true)], &range(None, None), 1_000);
+        let mut b = RangeBounds::new(&[span(0, 5, 7, true)], &range(None, None));
         assert_eq!(b.admit(0, 5, Some(1)), Admit::Decide);
         assert!(!b.complete());
         assert_eq!(b.admit(0, 6, Some(1)), Admit::Decide);
@@ -171,25 +165,21 @@ mod tests {
         assert_eq!(b.admit(0, 7, Some(1)), Admit::End);
     }
 
+    /// An end by offset holds whatever a record's timestamp says; a watermark end (none planned
+    /// now) lasts to the end of the partition.
     #[test]
-    fn watermark_end_goes_on_while_records_are_older_than_the_start() {
+    fn an_end_is_an_offset_whatever_the_timestamps() {
         let mut b = RangeBounds::new(
-            &[span(0, 0, 2, false), span(1, 0, 0, false)],
+            &[span(0, 0, 2, true), span(1, 0, 0, false)],
             &range(None, None),
-            1_000,
         );
         assert_eq!(b.admit(0, 1, Some(10)), Admit::Decide);
         assert_eq!(
-            b.admit(0, 2, Some(999)),
-            Admit::Decide,
-            "older than the start"
-        );
-        assert_eq!(
-            b.admit(0, 3, Some(1_001)),
+            b.admit(0, 2, Some(1)),
             Admit::End,
-            "appended after the start"
+            "an old timestamp past the end"
         );
-        assert_eq!(b.admit(0, 4, Some(10)), Admit::End, "the partition is done");
+        assert_eq!(b.admit(1, 5, Some(1)), Admit::Decide, "no end planned");
         assert!(!b.complete());
         b.end_of_partition(1);
         assert!(b.complete());
@@ -197,7 +187,7 @@ mod tests {
 
     #[test]
     fn time_bounds() {
-        let mut b = RangeBounds::new(&[span(0, 0, 100, false)], &range(Some(50), Some(80)), 1_000);
+        let mut b = RangeBounds::new(&[span(0, 0, 100, false)], &range(Some(50), Some(80)));
         assert_eq!(b.admit(0, 0, Some(10)), Admit::Skip);
         assert_eq!(b.admit(0, 1, Some(50)), Admit::Decide);
         assert_eq!(b.admit(0, 2, None), Admit::Decide);

@@ -8,7 +8,8 @@
 use crate::common;
 
 use common::kafka::{
-    committed, ends, produce, produce_paced, start_service, Broker, Input, Output, Reader,
+    committed, ends, produce, produce_at, produce_paced, start_service, Broker, Input, Output,
+    Reader,
 };
 use common::stream::{valid, write_jsonl};
 use serde_json::{json, Value};
@@ -438,4 +439,65 @@ fn replay_stops_at_the_end_it_started_with_and_honours_time_bounds() {
             r.stderr
         );
     }
+}
+
+/// A backfill keeps appending records stamped with their original (old) CreateTime while the
+/// replay runs: the replay still ends by itself, with exactly the records there were when it
+/// started. Ended by timestamps, it decided every appended record it reached.
+#[test]
+fn replay_ends_by_offsets_while_records_with_old_timestamps_keep_arriving() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broker = Broker::start(dir.path());
+    broker.create_service_topics(1);
+    let b = broker.bootstrap.as_str();
+    let before = inputs(0, 300, "present");
+    produce(b, "articles.raw", &before, None);
+    let file = dir.path().join("replayed.jsonl");
+    let log = dir.path().join("replay.log");
+    let child = spawn_replay(
+        b,
+        &dir.path().join("index"),
+        &log,
+        &["--output".into(), file.display().to_string()],
+    );
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("partition 0: from offset")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "replay did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let backfill = inputs(300, 300, "backfill");
+    // 2020-01-01: long before the replay started.
+    let old: Vec<i64> = (0..backfill.len() as i64)
+        .map(|i| 1_577_836_800_000 + i)
+        .collect();
+    // Appended after the plan and before the first fetch: the replay is held (SIGSTOP) from
+    // its plan's log line while the backfill is produced.
+    let signal = |sig: &str| {
+        let status = Command::new("kill")
+            .args([sig, &child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {sig}");
+    };
+    signal("-STOP");
+    produce_at(b, "articles.raw", &backfill, &old, None);
+    signal("-CONT");
+    let replayed = wait_replay(child, &log, Duration::from_secs(90));
+    assert!(replayed.success, "replay:\n{}", replayed.stderr);
+    let got: BTreeSet<String> = jsonl_ids(&file).into_iter().flatten().collect();
+    let expected: BTreeSet<String> = before.iter().filter_map(|i| i.id.clone()).collect();
+    let extra: Vec<&String> = got.difference(&expected).collect();
+    assert!(
+        extra.is_empty(),
+        "{} records appended after the start were replayed, e.g. {:?}",
+        extra.len(),
+        extra.iter().take(3).collect::<Vec<_>>()
+    );
+    assert_eq!(got, expected, "exactly the records there were at the start");
 }
