@@ -32,12 +32,15 @@ pub enum InvalidReason {
     BadCorrection,
     /// A correction the index cannot apply (`correction::Refusal`).
     RefusedCorrection,
-    /// A correction not signed with one of the configured keys (`signing`).
+    /// A correction not signed with one of the configured keys (`signing`), or not meant for
+    /// this service (`correction::NotAccepted`).
     UnsignedCorrection,
+    /// A correction past its `expires`.
+    ExpiredCorrection,
 }
 
 impl InvalidReason {
-    pub const ALL: [InvalidReason; 12] = [
+    pub const ALL: [InvalidReason; 13] = [
         InvalidReason::Oversized,
         InvalidReason::BadUtf8,
         InvalidReason::BadJson,
@@ -50,6 +53,7 @@ impl InvalidReason {
         InvalidReason::BadCorrection,
         InvalidReason::RefusedCorrection,
         InvalidReason::UnsignedCorrection,
+        InvalidReason::ExpiredCorrection,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -66,6 +70,7 @@ impl InvalidReason {
             InvalidReason::BadCorrection => "bad_correction",
             InvalidReason::RefusedCorrection => "refused_correction",
             InvalidReason::UnsignedCorrection => "unsigned_correction",
+            InvalidReason::ExpiredCorrection => "expired_correction",
         }
     }
 }

@@ -5,6 +5,7 @@
 //! synced once at the end.
 
 use crate::article::{InvalidArticle, InvalidReason, ReadRules};
+use crate::correction::Acceptance;
 use crate::error::IndexError;
 use crate::fingerprint::Fingerprinter;
 use crate::lines::{read_line_limited, Line};
@@ -12,7 +13,6 @@ use crate::output;
 use crate::pipeline::{self, Decide, DecisionStage, Envelope, Outcome, OutcomeCounts, Prepared};
 use crate::progress::Progress;
 use crate::runner::{self, RunError};
-use crate::signing::SigningKeys;
 use std::io::{self, BufRead, Write};
 use std::time::{Duration, Instant};
 
@@ -85,8 +85,9 @@ pub struct BatchOptions {
     pub progress_every: Option<Duration>,
     /// When the process started (for the start-up time in the summary).
     pub process_start: Instant,
-    /// The keys the `--corrections` lines must be signed with (none: not checked).
-    pub correction_keys: SigningKeys,
+    /// What the `--corrections` lines must be (signed with its keys, none: not checked; for its
+    /// audience, unexpired).
+    pub correction_acceptance: Acceptance,
 }
 
 /// One input line: its number (from 1 in its file) and length, and its bytes until they are
@@ -157,11 +158,11 @@ pub fn prepare_line(
     line: &mut JsonLine,
     fingerprinter: &Fingerprinter,
     rules: &ReadRules,
-    correction_keys: &SigningKeys,
+    correction_acceptance: &Acceptance,
 ) -> Prepared {
     match line.line.take() {
         Some(Line::Bytes(bytes)) if line.correction => {
-            pipeline::prepare_correction(&bytes, fingerprinter, rules, correction_keys)
+            pipeline::prepare_correction(&bytes, fingerprinter, rules, correction_acceptance)
         }
         Some(Line::Bytes(bytes)) => pipeline::prepare(&bytes, fingerprinter, rules),
         Some(Line::TooLong(len)) if line.correction => Prepared::Invalid(InvalidArticle::new(
@@ -225,7 +226,9 @@ pub fn run_batch<D: DecisionStage>(
     };
     runner::run_to_end(
         source,
-        &|line: &mut JsonLine| prepare_line(line, fingerprinter, &rules, &opts.correction_keys),
+        &|line: &mut JsonLine| {
+            prepare_line(line, fingerprinter, &rules, &opts.correction_acceptance)
+        },
         &mut stage,
         |line: LineOutput| -> io::Result<()> {
             summary.lines += 1;

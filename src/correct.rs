@@ -57,6 +57,11 @@ pub struct Request {
     pub reason: Option<String>,
     /// The key the correction is signed with, if any (`signing`).
     pub signing_key: Option<SigningKey>,
+    /// The service it is for (its consumer group: `Correction::audience`).
+    pub audience: String,
+    /// How long after it is made it may apply (`Correction::expires`; at most
+    /// `correction::MAX_VALIDITY_MS`).
+    pub valid_for_ms: i64,
 }
 
 /// The output topics, as the service writes them.
@@ -369,14 +374,20 @@ pub fn correct(
             req.id
         );
     };
+    if !(1..=crate::correction::MAX_VALIDITY_MS).contains(&req.valid_for_ms) {
+        bail!("--valid-for must be more than 0 and at most 31d");
+    }
+    let made_ms = crate::dedup::now_ms() as i64;
     let correction = Correction {
         kind: req.kind,
         id: req.id.clone(),
         into: req.into.clone(),
         by: req.by.clone(),
         reason: req.reason.clone(),
-        at: format_rfc3339(crate::dedup::now_ms() as i64),
+        at: format_rfc3339(made_ms),
         follows: article.corrected_at.clone(),
+        audience: Some(req.audience.clone()),
+        expires: Some(format_rfc3339(made_ms.saturating_add(req.valid_for_ms))),
         key_id: None,
         signature: None,
         fingerprint: article.fingerprint,

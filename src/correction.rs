@@ -68,6 +68,17 @@ pub struct Correction {
     /// again after a later one was applied is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follows: Option<String>,
+    /// The service it is for: the consumer group of the `run` that applies it (`[service]
+    /// group_id`; `batch` reads it from its configuration too). Required when signed: a signed
+    /// correction applies only where it was meant to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audience: Option<String>,
+    /// When it stops applying (RFC 3339; at most [`MAX_VALIDITY_MS`] after `at`). Required when
+    /// signed: a correction read again once the article's history is empty again (retention,
+    /// `index delete` and the article sent again), from the topic, the DLQ or a file, is refused
+    /// once expired rather than applied a second time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
     /// The version of the article corrected (its `dedup.fingerprint`): a correction of a version
     /// the index no longer holds is refused.
     pub fingerprint: Fingerprint,
@@ -113,6 +124,54 @@ impl CarriedArticle {
         } else {
             None
         }
+    }
+}
+
+/// The longest a correction may apply after it was made (31 days): longer, and a copy kept that
+/// long (a topic's retention, a DLQ, a file) could be applied again.
+pub const MAX_VALIDITY_MS: i64 = 31 * 24 * 3_600_000;
+
+/// The longest `audience` (a consumer group id), in bytes.
+pub const MAX_AUDIENCE_BYTES: usize = 255;
+
+/// What a correction must be to apply at this service: signed with one of `keys` (none: not
+/// checked), meant for `audience` and not expired.
+#[derive(Debug, Clone, Default)]
+pub struct Acceptance {
+    pub keys: SigningKeys,
+    /// This service's consumer group (`[service] group_id`).
+    pub audience: String,
+}
+
+/// Why a correction may not apply here (DLQ reasons `unsigned_correction` and
+/// `expired_correction`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NotAccepted {
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    #[error(
+        "it is signed but names no `audience` and `expires` (made by a newsdedup correct older \
+         than this service): make it again"
+    )]
+    Unbounded,
+    #[error(
+        "it is for the service of group {named:?}, not this one ({ours:?}): send it to that \
+         service's corrections topic, or make it again with --audience"
+    )]
+    OtherAudience { named: String, ours: String },
+    #[error(
+        "it expired at {expires} (now {now}): a correction applies for a limited time (`correct \
+         --valid-for`); if it is still wanted, make it again"
+    )]
+    Expired { expires: String, now: String },
+    #[error("its `expires` is more than 31 days after its `at`: make it again with a shorter --valid-for")]
+    TooLong,
+}
+
+impl NotAccepted {
+    /// Whether it is refused for its time only (DLQ reason `expired_correction`).
+    pub fn is_expiry(&self) -> bool {
+        matches!(self, NotAccepted::Expired { .. })
     }
 }
 
@@ -164,6 +223,18 @@ impl Correction {
                 return bad(format!("`follows` {follows:?} is not an RFC 3339 time"));
             }
         }
+        if let Some(expires) = &self.expires {
+            if crate::time::parse_time(expires).is_none() {
+                return bad(format!("`expires` {expires:?} is not an RFC 3339 time"));
+            }
+        }
+        if self
+            .audience
+            .as_ref()
+            .is_some_and(|a| a.is_empty() || a.len() > MAX_AUDIENCE_BYTES)
+        {
+            return bad(format!("`audience` must be 1..={MAX_AUDIENCE_BYTES} bytes"));
+        }
         Ok(())
     }
 
@@ -205,14 +276,43 @@ impl Correction {
         signed
     }
 
-    /// Whether it may apply under `keys` (see `signing`): Ok(Some(id)), verified with key `id`;
-    /// Ok(None), no key is configured.
-    pub fn verify(&self, keys: &SigningKeys) -> Result<Option<String>, SignatureError> {
-        keys.verify(
+    /// Whether it may apply under `acceptance` at `now_ms` (Unix ms): Ok(Some(id)), verified
+    /// with key `id`; Ok(None), no key is configured. With keys, it must be signed (see
+    /// `signing`), name this service's audience and an expiry; an audience or an expiry it
+    /// names is checked even without keys.
+    pub fn accept(
+        &self,
+        acceptance: &Acceptance,
+        now_ms: i64,
+    ) -> Result<Option<String>, NotAccepted> {
+        let signed_with = acceptance.keys.verify(
             self.key_id.as_deref(),
             self.signature.as_deref(),
             &self.canonical(),
-        )
+        )?;
+        if signed_with.is_some() && (self.audience.is_none() || self.expires.is_none()) {
+            return Err(NotAccepted::Unbounded);
+        }
+        if let Some(named) = &self.audience {
+            if *named != acceptance.audience {
+                return Err(NotAccepted::OtherAudience {
+                    named: named.clone(),
+                    ours: acceptance.audience.clone(),
+                });
+            }
+        }
+        if let Some(expires_ms) = self.expires.as_deref().and_then(crate::time::parse_time) {
+            if expires_ms.saturating_sub(self.at_ms()) > MAX_VALIDITY_MS {
+                return Err(NotAccepted::TooLong);
+            }
+            if now_ms >= expires_ms {
+                return Err(NotAccepted::Expired {
+                    expires: rfc3339(expires_ms),
+                    now: rfc3339(now_ms),
+                });
+            }
+        }
+        Ok(signed_with)
     }
 }
 
@@ -581,11 +681,17 @@ fn decision_of(a: &StoredArticle) -> Decision {
 /// article's text escapes to at most 2 (`"`, `\\` and the whitespace JSON allows between
 /// tokens), and the other strings (ids, `by`, `reason`) to at most 6 per byte (`\u00XX`).
 pub fn max_line_bytes(max_article_bytes: usize) -> usize {
-    /// Member names, `kind`, `at`, `fingerprint` and punctuation, with room to spare.
+    /// Member names, `kind`, the times, `fingerprint`, `key_id`, `signature` and punctuation,
+    /// with room to spare.
     const FIXED_BYTES: usize = 512;
     max_article_bytes
         .saturating_mul(2)
-        .saturating_add(6 * (2 * crate::article::MAX_ID_BYTES + MAX_BY_BYTES + MAX_REASON_BYTES))
+        .saturating_add(
+            6 * (2 * crate::article::MAX_ID_BYTES
+                + MAX_BY_BYTES
+                + MAX_REASON_BYTES
+                + MAX_AUDIENCE_BYTES),
+        )
         .saturating_add(FIXED_BYTES)
 }
 
@@ -632,18 +738,34 @@ mod tests {
             reason: None,
             at: "2026-01-01T00:00:00Z".into(),
             follows: None,
+            audience: Some("newsdedup".into()),
+            expires: Some("2026-01-02T00:00:00Z".into()),
             fingerprint: Fingerprint(1),
             article: r#"{"id":"a","content":"x"}"#.into(),
             signature: None,
         }
     }
 
+    /// Accepted by the service of group "newsdedup" with key k1 at a time before the
+    /// correction's expiry.
+    fn acceptance(keys: &[&SigningKey]) -> Acceptance {
+        Acceptance {
+            keys: SigningKeys::from_keys(keys.iter().map(|k| (*k).clone())),
+            audience: "newsdedup".into(),
+        }
+    }
+
+    const BEFORE_EXPIRY_MS: i64 = 1_767_225_600_000 + 3_600_000;
+
     #[test]
     fn a_signed_correction_verifies_as_written_and_re_encoded_and_not_once_altered() {
         let key = SigningKey::new("k1", &[7; 32]).unwrap();
-        let keys = SigningKeys::from_keys([key.clone()]);
+        let keys = acceptance(&[&key]);
         let signed = correction().signed(&key);
-        assert_eq!(signed.verify(&keys), Ok(Some("k1".to_owned())));
+        assert_eq!(
+            signed.accept(&keys, BEFORE_EXPIRY_MS),
+            Ok(Some("k1".to_owned()))
+        );
         // Members reordered and spaced on the way: the same canonical JSON.
         let value: serde_json::Value = serde_json::from_str(&signed.to_json()).unwrap();
         let mut members: Vec<_> = value.as_object().unwrap().iter().collect();
@@ -657,18 +779,94 @@ mod tests {
                 .join(" , ")
         );
         let reparsed = Correction::parse(reordered.as_bytes()).unwrap();
-        assert_eq!(reparsed.verify(&keys), Ok(Some("k1".to_owned())));
+        assert_eq!(
+            reparsed.accept(&keys, BEFORE_EXPIRY_MS),
+            Ok(Some("k1".to_owned()))
+        );
         let altered = Correction {
             by: Some("someone else".into()),
             ..signed
         };
         assert!(matches!(
-            altered.verify(&keys),
-            Err(SignatureError::Wrong(_))
+            altered.accept(&keys, BEFORE_EXPIRY_MS),
+            Err(NotAccepted::Signature(SignatureError::Wrong))
         ));
         assert!(matches!(
-            correction().verify(&keys),
-            Err(SignatureError::Missing(_))
+            correction().accept(&keys, BEFORE_EXPIRY_MS),
+            Err(NotAccepted::Signature(SignatureError::Missing))
         ));
+    }
+
+    /// A signed correction applies only at the service it names and before its expiry, and a
+    /// signed one that names neither (or an expiry too far off) is refused: each bound is signed,
+    /// so none can be moved without breaking the signature.
+    #[test]
+    fn a_signed_correction_applies_only_to_its_audience_and_before_it_expires() {
+        let key = SigningKey::new("k1", &[7; 32]).unwrap();
+        let here = acceptance(&[&key]);
+        let signed = correction().signed(&key);
+        assert_eq!(
+            signed.accept(&here, BEFORE_EXPIRY_MS),
+            Ok(Some("k1".into()))
+        );
+        let expires_ms = crate::time::parse_time("2026-01-02T00:00:00Z").unwrap();
+        let expired = signed.accept(&here, expires_ms).unwrap_err();
+        assert!(expired.is_expiry(), "{expired}");
+        assert!(expired.to_string().contains("make it again"), "{expired}");
+        let elsewhere = Acceptance {
+            audience: "other-service".into(),
+            ..here.clone()
+        };
+        assert!(matches!(
+            signed.accept(&elsewhere, BEFORE_EXPIRY_MS),
+            Err(NotAccepted::OtherAudience { .. })
+        ));
+        let moved = Correction {
+            expires: Some("2026-01-30T00:00:00Z".into()),
+            ..signed.clone()
+        };
+        assert!(matches!(
+            moved.accept(&here, expires_ms),
+            Err(NotAccepted::Signature(SignatureError::Wrong))
+        ));
+        for unbounded in [
+            Correction {
+                audience: None,
+                ..correction()
+            },
+            Correction {
+                expires: None,
+                ..correction()
+            },
+        ] {
+            assert_eq!(
+                unbounded.signed(&key).accept(&here, BEFORE_EXPIRY_MS),
+                Err(NotAccepted::Unbounded)
+            );
+        }
+        let too_long = Correction {
+            expires: Some("2026-02-02T00:00:01Z".into()),
+            ..correction()
+        }
+        .signed(&key);
+        assert_eq!(
+            too_long.accept(&here, BEFORE_EXPIRY_MS),
+            Err(NotAccepted::TooLong)
+        );
+        // Without keys nothing must be signed, but what is named still holds.
+        let unchecked = Acceptance {
+            audience: "newsdedup".into(),
+            ..Acceptance::default()
+        };
+        let unsigned = Correction {
+            audience: None,
+            expires: None,
+            ..correction()
+        };
+        assert_eq!(unsigned.accept(&unchecked, BEFORE_EXPIRY_MS), Ok(None));
+        assert!(correction()
+            .accept(&unchecked, expires_ms)
+            .unwrap_err()
+            .is_expiry());
     }
 }

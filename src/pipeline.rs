@@ -6,7 +6,7 @@
 //! outcome is written back.
 
 use crate::article::{Article, InvalidArticle, InvalidReason, ReadRules};
-use crate::correction::{CarriedArticle, Correction};
+use crate::correction::{Acceptance, CarriedArticle, Correction};
 use crate::dedup::{Decision, DecisionInput, Deduper};
 use crate::error::IndexError;
 use crate::fingerprint::{Fingerprinted, Fingerprinter};
@@ -15,7 +15,6 @@ use crate::index::{
 };
 use crate::output;
 use crate::runner::Stage;
-use crate::signing::SigningKeys;
 use crate::topic::Outline;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -106,13 +105,14 @@ pub fn prepare(raw: &[u8], fingerprinter: &Fingerprinter, rules: &ReadRules) -> 
 
 /// Reads a correction record (`correction::Correction`) and the article it carries: its output
 /// record so far, as [`prepare`] renders an article's, and its fingerprint and sketch, which the
-/// decision compares with the stored article's (`correction::CarriedArticle`). With `keys`, a
-/// correction not signed with one of them is refused (`signing`) before anything else is read.
+/// decision compares with the stored article's (`correction::CarriedArticle`). A correction
+/// `acceptance` refuses (unsigned, for another service, expired) is refused before anything else
+/// is read.
 pub fn prepare_correction(
     raw: &[u8],
     fingerprinter: &Fingerprinter,
     rules: &ReadRules,
-    keys: &SigningKeys,
+    acceptance: &Acceptance,
 ) -> Prepared {
     let refuse = |message: String, id: Option<String>| {
         Prepared::Invalid(InvalidArticle {
@@ -126,11 +126,15 @@ pub fn prepare_correction(
         Err(e) => return refuse(e.to_string(), None),
     };
     let id = Some(correction.id.clone());
-    let signed_with = match correction.verify(keys) {
+    let signed_with = match correction.accept(acceptance, crate::dedup::now_ms() as i64) {
         Ok(signed_with) => signed_with,
         Err(e) => {
             return Prepared::Invalid(InvalidArticle {
-                reason: InvalidReason::UnsignedCorrection,
+                reason: if e.is_expiry() {
+                    InvalidReason::ExpiredCorrection
+                } else {
+                    InvalidReason::UnsignedCorrection
+                },
                 message: format!("correction refused: {e}"),
                 id,
             })

@@ -90,7 +90,7 @@ pub fn replay(
     let mut engine = service::start_engine(
         decider,
         fingerprinter,
-        crate::signing::SigningKeys::default(),
+        crate::correction::Acceptance::default(),
         settings,
         sink,
         &abandon,

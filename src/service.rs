@@ -4,6 +4,7 @@
 //! for the next start) or a fatal error (exit non-zero).
 
 use crate::config::Config;
+use crate::correction::Acceptance;
 use crate::fingerprint::{Fingerprinter, ImageUse};
 use crate::index::RocksIndex;
 use crate::kafka::consumer::{self, ConsumeParams, ConsumerCtx, LoopExit, Shared};
@@ -49,8 +50,11 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let settings = Settings::resolve(&args, given, &config, process_env())
         .context("invalid settings for `run`")?;
     start_logging(&settings);
-    let correction_keys = SigningKeys::load(&settings.components.corrections)
-        .context("invalid [corrections] keys")?;
+    let correction_acceptance = Acceptance {
+        keys: SigningKeys::load(&settings.components.corrections)
+            .context("invalid [corrections] keys")?,
+        audience: settings.service.group_id.clone(),
+    };
     let runtime = io_runtime()?;
 
     RocksIndex::lower_background_priority()
@@ -88,7 +92,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
     let mut engine = start_engine(
         settings.components.deduper(index),
         fingerprinter,
-        correction_keys,
+        correction_acceptance.clone(),
         &settings,
         sink,
         &abandon,
@@ -106,6 +110,7 @@ pub fn run(args: RunArgs, given: &HashSet<String>, config: Config) -> Result<()>
                 service_group: settings.service.group_id.clone(),
                 member,
                 index_holds_articles: decided_before,
+                acceptance: correction_acceptance,
             },
             corrections_position,
             jobs,
@@ -356,7 +361,7 @@ pub(crate) fn producer_sink(
 pub(crate) fn start_engine<D: DecisionStage + 'static, K: OutputSink>(
     decider: D,
     fingerprinter: Fingerprinter,
-    correction_keys: SigningKeys,
+    correction_acceptance: Acceptance,
     settings: &Settings,
     sink: K,
     abandon: &Arc<AtomicBool>,
@@ -367,7 +372,7 @@ pub(crate) fn start_engine<D: DecisionStage + 'static, K: OutputSink>(
             .components
             .read_rules(settings.service.max_article_bytes),
         max_output_bytes: settings.max_output_bytes(),
-        correction_keys,
+        correction_acceptance,
     });
     Engine::start(
         decider,

@@ -46,6 +46,17 @@ pub enum KeyError {
     },
     #[error("the correction key {id:?} in {} is shorter than {MIN_KEY_BYTES} bytes", path.display())]
     TooShort { id: String, path: PathBuf },
+    #[error(
+        "the correction key {id:?} in {} can be read or written by other users (mode {mode:o}): \
+         whoever reads it can sign corrections; make it the service's own: chmod 600 (or 640 \
+         with a group of the service's), or defaultMode 0400 for a Kubernetes Secret",
+        path.display()
+    )]
+    OpenToOthers {
+        id: String,
+        path: PathBuf,
+        mode: u32,
+    },
     #[error("the correction key id {0:?} is given twice")]
     Duplicate(String),
     #[error("a correction key id must be 1..=64 printable ASCII characters, not {0:?}")]
@@ -77,11 +88,28 @@ impl SigningKey {
         if id.is_empty() || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(KeyError::BadId(id.to_owned()));
         }
-        let bytes = std::fs::read(path).map_err(|source| KeyError::Read {
+        let read_error = |source| KeyError::Read {
             id: id.to_owned(),
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let mut file = std::fs::File::open(path).map_err(read_error)?;
+        // The mode of the file read (a symbolic link, as a Kubernetes Secret's files are, is
+        // followed), not of a path that could be swapped after the check.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = file.metadata().map_err(read_error)?.permissions().mode();
+            if mode & 0o007 != 0 {
+                return Err(KeyError::OpenToOthers {
+                    id: id.to_owned(),
+                    path: path.to_owned(),
+                    mode: mode & 0o7777,
+                });
+            }
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map_err(read_error)?;
         SigningKey::new(id, bytes.trim_ascii()).ok_or_else(|| KeyError::TooShort {
             id: id.to_owned(),
             path: path.to_owned(),
@@ -114,13 +142,20 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The bytes of a tag in its one written form, `hex`'s: two lowercase hex digits a byte (no
+/// capitals, no sign), so one correction has one signature text.
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+    let digit = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    };
+    s.as_bytes()
+        .chunks(2)
+        .map(|pair| match pair {
+            [high, low] => Some(digit(*high)? << 4 | digit(*low)?),
+            _ => None,
+        })
         .collect()
 }
 
@@ -130,24 +165,26 @@ pub struct SigningKeys {
     keys: BTreeMap<String, SigningKey>,
 }
 
-/// Why a correction's signature is not accepted.
+/// Why a correction's signature is not accepted. The texts go to the DLQ, which whoever
+/// writes to the corrections topic may read: they name no key id (the configured ones are in
+/// the service's configuration, the record's own in the record).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SignatureError {
     #[error(
         "it is not signed, and corrections must be signed with one of the keys of [corrections] \
-         keys ({0}): make it with `newsdedup correct --key-id ID` (or [corrections] sign_with)"
+         keys: make it with `newsdedup correct --key-id ID` (or [corrections] sign_with)"
     )]
-    Missing(String),
+    Missing,
     #[error(
-        "it is signed with key {0:?}, which is not one of [corrections] keys ({1}): an unknown \
-         producer, or a key removed from the service"
+        "its key_id is not one of [corrections] keys: an unknown producer, or a key removed \
+         from the service"
     )]
-    UnknownKey(String, String),
+    UnknownKey,
     #[error(
-        "its signature does not match its content under key {0:?}: the record was altered, or \
+        "its signature does not match its content under its key_id: the record was altered, or \
          signed with another secret under that id"
     )]
-    Wrong(String),
+    Wrong,
 }
 
 impl SigningKeys {
@@ -198,17 +235,15 @@ impl SigningKeys {
             return Ok(None);
         }
         let (Some(id), Some(signature)) = (key_id, signature) else {
-            return Err(SignatureError::Missing(self.ids()));
+            return Err(SignatureError::Missing);
         };
-        let key = self
-            .keys
-            .get(id)
-            .ok_or_else(|| SignatureError::UnknownKey(id.to_owned(), self.ids()))?;
-        let tag = unhex(signature).ok_or_else(|| SignatureError::Wrong(id.to_owned()))?;
-        // Constant-time comparison (hmac's `verify_slice`).
+        let key = self.keys.get(id).ok_or(SignatureError::UnknownKey)?;
+        let tag = unhex(signature).ok_or(SignatureError::Wrong)?;
+        // Constant-time comparison (hmac's `verify_slice`, which also refuses a tag of another
+        // length).
         key.mac(canonical)
             .verify_slice(&tag)
-            .map_err(|_| SignatureError::Wrong(id.to_owned()))?;
+            .map_err(|_| SignatureError::Wrong)?;
         Ok(Some(id.to_owned()))
     }
 }
@@ -232,14 +267,31 @@ mod tests {
             );
         }
         let tag = new.sign(text);
-        let wrong = |r| matches!(r, Err(SignatureError::Wrong(_)));
+        let wrong = |r| matches!(r, Err(SignatureError::Wrong));
         assert!(wrong(keys.verify(Some("new"), Some(&tag), "{}")));
         assert!(wrong(keys.verify(Some("old"), Some(&tag), text)));
         assert!(wrong(keys.verify(Some("new"), Some("zz"), text)));
+        // One text per signature: capitals, a sign or a cut tag are not it.
+        assert!(wrong(keys.verify(
+            Some("new"),
+            Some(&tag.to_uppercase()),
+            text
+        )));
+        assert!(wrong(keys.verify(
+            Some("new"),
+            Some(&format!("+{}", &tag[1..])),
+            text
+        )));
+        assert!(wrong(keys.verify(Some("new"), Some(&tag[..62]), text)));
+        assert!(wrong(keys.verify(
+            Some("new"),
+            Some(&format!("{tag}00")),
+            text
+        )));
         let stranger = SigningKey::new("stranger", &[3; 32]).unwrap();
         assert!(matches!(
             keys.verify(Some("stranger"), Some(&stranger.sign(text)), text),
-            Err(SignatureError::UnknownKey(..))
+            Err(SignatureError::UnknownKey)
         ));
         let same_id_other_secret = SigningKey::new("new", &[9; 32]).unwrap();
         assert!(wrong(keys.verify(
@@ -249,7 +301,7 @@ mod tests {
         )));
         assert!(matches!(
             keys.verify(None, None, text),
-            Err(SignatureError::Missing(_))
+            Err(SignatureError::Missing)
         ));
         // No key configured: nothing is checked.
         assert_eq!(SigningKeys::default().verify(None, None, text), Ok(None));
@@ -258,5 +310,48 @@ mod tests {
             !format!("{new:?}").contains("2, 2"),
             "the secret is never printed"
         );
+    }
+
+    /// A key file other users can read or write is refused (whoever reads it can sign), one
+    /// only the owner (or its group) can read is accepted.
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_open_to_other_users_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, [b'k'; 40]).unwrap();
+        for (mode, accepted) in [
+            (0o600, true),
+            (0o640, true),
+            (0o400, true),
+            (0o644, false),
+            (0o602, false),
+        ] {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+            let read = SigningKey::read("k", &path);
+            assert_eq!(read.is_ok(), accepted, "mode {mode:o}: {read:?}");
+            if !accepted {
+                let message = read.unwrap_err().to_string();
+                assert!(message.contains("chmod 600"), "{message}");
+            }
+        }
+    }
+
+    /// What goes to the DLQ names no key id, configured or the record's.
+    #[test]
+    fn a_refusal_names_no_key() {
+        let keys = SigningKeys::from_keys([SigningKey::new("secret-id", &[1; 32]).unwrap()]);
+        for e in [
+            keys.verify(None, None, "{}"),
+            keys.verify(Some("other-id"), Some("00"), "{}"),
+            keys.verify(Some("secret-id"), Some("00"), "{}"),
+        ] {
+            let message = e.unwrap_err().to_string();
+            assert!(
+                !message.contains("secret-id") && !message.contains("other-id"),
+                "{message}"
+            );
+        }
     }
 }

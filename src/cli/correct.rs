@@ -88,6 +88,14 @@ pub struct CorrectArgs {
     /// that file, under this id) [default: [corrections] sign_with; none: unsigned]
     #[arg(long, env = "NEWSDEDUP_CORRECTION_KEY_ID", value_name = "ID")]
     pub key_id: Option<String>,
+    /// The service the correction is for: the consumer group of its `run` (signed; a service of
+    /// another group refuses it) [default: [service] group_id, newsdedup]
+    #[arg(long, env = "NEWSDEDUP_GROUP_ID", value_name = "GROUP")]
+    pub audience: Option<String>,
+    /// How long the correction may apply after it is made, e.g. 12h, 7d (at most 31d; signed:
+    /// past it, the service refuses it, DLQ reason expired_correction)
+    #[arg(long, value_name = "SPAN", default_value = "1d")]
+    pub valid_for: TimeSpan,
     /// The secret of the --key-id key, read from this file (at least 32 bytes).
     #[arg(
         long,

@@ -7,6 +7,7 @@ use crate::cli::batch::BatchArgs;
 use anyhow::{Context, Result};
 use newsdedup::batch::{self, BatchOptions};
 use newsdedup::components::Overrides;
+use newsdedup::correction::Acceptance;
 use newsdedup::signing::SigningKeys;
 use std::fs::File;
 use std::io::BufReader;
@@ -31,15 +32,19 @@ pub fn execute(args: BatchArgs, started: Instant) -> Result<()> {
         retention,
         threads,
     };
-    let (_, components) = resolve(&common, overrides)?;
+    let (config, components) = resolve(&common, overrides)?;
     let opts = BatchOptions {
         threads: components.threads,
         max_article_bytes,
         published_at_offset: components.published_at_offset,
         progress_every: (!quiet).then_some(Duration::from_secs(5)),
         process_start: started,
-        correction_keys: SigningKeys::load(&components.corrections)
-            .context("invalid [corrections] keys")?,
+        correction_acceptance: Acceptance {
+            keys: SigningKeys::load(&components.corrections)
+                .context("invalid [corrections] keys")?,
+            // The audience `correct` names by default: the service of this configuration.
+            audience: config.service.group_id.clone(),
+        },
     };
     let corrections = match &corrections {
         Some(path) => {

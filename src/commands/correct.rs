@@ -92,6 +92,8 @@ fn correct_one(kind: CorrectionKind, into: Option<String>, a: CorrectArgs) -> Re
         by: a.by.clone().or_else(|| std::env::var("USER").ok()),
         reason: a.reason.clone(),
         signing_key: signing_key(&a, &components.corrections)?,
+        audience: pick(&a.audience, &service.group_id),
+        valid_for_ms: a.valid_for.as_ms(),
     };
     let rules = correct::Rules {
         retention: a.retention.or(components.index.retention),

@@ -13,8 +13,12 @@
 //! and never counts as another instance of the service's own group), for lag monitoring and for
 //! an index that holds no position yet (one from an earlier release, a rebuild): such an index
 //! starts from the group's offsets, or, without any, from the beginning (from the end if the index
-//! holds no article, as no correction could apply to it). One correction at a time: they are
-//! rare, and their order is the topic's. Nothing is fetched while the group rules keep this
+//! holds no article, as no correction could apply to it). A correction that may apply is handed over
+//! alone and its outcome waited for: they are rare, and their order is the topic's. A record the
+//! service refuses whatever its index holds (not a correction, unsigned, for another service,
+//! expired: checked here with the engine's `Acceptance`) is handed over without waiting, and the
+//! positions of such records are recorded and committed a batch at a time, so a flood of junk
+//! costs the engine's pace, not a broker round trip and an index write each. Nothing is fetched while the group rules keep this
 //! member from deciding (`Shared::deciding`): a waiting newcomer applies nothing.
 //!
 //! When several members share the group (`exclusive_grace_ms = 0`), each with its own index,
@@ -25,6 +29,7 @@
 
 use super::consumer::Shared;
 use super::record::{InputMessage, OutputKind};
+use crate::correction::{Acceptance, Correction};
 use crate::index::CorrectionsPosition;
 use anyhow::{Context, Result};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -34,7 +39,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::Message;
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 use rdkafka::ClientConfig;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,6 +51,11 @@ const POLL: Duration = Duration::from_millis(100);
 const RETRY: Duration = Duration::from_secs(5);
 /// On stop, how long the acknowledgement of a correction handed over is waited for.
 const STOP_WAIT: Duration = Duration::from_secs(2);
+/// Most records refused in the reader (unreadable, unsigned, expired) handed to the engine before
+/// their outputs are waited for.
+const MAX_REFUSED_IN_FLIGHT: usize = 1024;
+/// Refused records whose position is recorded and committed at once.
+const REFUSED_PER_COMMIT: usize = 256;
 
 /// The consumer group under which `run` commits its position in the corrections topic:
 /// `<group>.corrections`, or `<group>.corrections.<index id>` for one of several members.
@@ -70,6 +80,9 @@ pub struct CorrectionsParams {
     pub member: Option<String>,
     /// Whether the index held articles when the service started (see [`assign`]).
     pub index_holds_articles: bool,
+    /// What a correction must be to apply (the engine's): one it refuses is known to be refused
+    /// here already, and is not waited for.
+    pub acceptance: Acceptance,
 }
 
 /// What the loop holds of the engine and of the index: taken away when the service stops, so that
@@ -165,13 +178,20 @@ fn run(
         }
     }
     let topic: Arc<str> = Arc::from(params.topic.as_str());
+    let mut flight = InFlight::default();
     while !stopping(shared) {
         if !shared.deciding.load(Ordering::Relaxed) {
+            flight.collect(acks);
+            flight.finish(&consumer, params, lent);
             std::thread::sleep(POLL);
             continue;
         }
         let msg = match consumer.poll(POLL) {
-            None => continue,
+            None => {
+                flight.collect(acks);
+                flight.finish(&consumer, params, lent);
+                continue;
+            }
             Some(Err(e)) => {
                 let message = fetch_failed(&params.topic, &group, &e);
                 if shared
@@ -185,21 +205,33 @@ fn run(
             Some(Ok(m)) => m,
         };
         let (partition, offset) = (msg.partition(), msg.offset());
-        if params.member.is_some() {
-            match not_held(shared, msg.payload()) {
-                Ok(None) => {}
-                Ok(Some(id)) => {
+        let correction = msg.payload().and_then(|p| Correction::parse(p).ok());
+        let refused = correction.as_ref().is_none_or(|c| {
+            c.accept(&params.acceptance, crate::dedup::now_ms() as i64)
+                .is_err()
+        });
+        // One of several members: a correction of an article another member's index holds is
+        // that member's to apply or refuse (an unreadable record, every member's).
+        if let (Some(c), Some(_)) = (&correction, &params.member) {
+            match shared.engine.holds(&c.id, HOLDS_TIMEOUT) {
+                Ok(true) => {}
+                Ok(false) => {
                     tracing::info!(
-                        "correction {}[{partition}]@{offset} of article {id:?} passed over: this member's index does not hold it (the member holding it applies it)",
-                        params.topic
+                        "correction {}[{partition}]@{offset} of article {:?} passed over: this member's index does not hold it (the member holding it applies it)",
+                        params.topic,
+                        c.id
                     );
                     drop(msg);
-                    done(&consumer, params, lent, partition, offset);
+                    flight.pass_over(partition, offset);
+                    flight.finish(&consumer, params, lent);
                     continue;
                 }
                 Err(e) => {
                     // Stopping, or the engine failed: not committed, read again after a restart.
-                    tracing::debug!("corrections: {e}");
+                    tracing::debug!(
+                        "corrections: cannot ask the index for article {:?}: {e}",
+                        c.id
+                    );
                     return;
                 }
             }
@@ -211,81 +243,187 @@ fn run(
         if sender.is_none_or(|tx| tx.send(input).is_err()) {
             return;
         }
-        let Some(kind) = acknowledged(acks, shared, partition, offset) else {
-            // Not acknowledged (stopping, or the engine failed): not committed, so applied
-            // again after a restart.
-            return;
-        };
-        match kind {
-            OutputKind::Dlq => tracing::warn!(
-                "correction {}[{partition}]@{offset} refused or unreadable: see {} for the reason",
-                params.topic,
-                "the DLQ record (header newsdedup.error.message)"
-            ),
-            _ => tracing::info!(
-                "correction {}[{partition}]@{offset} applied: published to the {} topic",
-                params.topic,
-                kind.as_str()
-            ),
+        flight.hand(partition, offset, refused);
+        if refused {
+            if flight.len() >= MAX_REFUSED_IN_FLIGHT && !flight.wait_all(acks, shared) {
+                return;
+            }
+            flight.collect(acks);
+            if flight.done_ready() >= REFUSED_PER_COMMIT {
+                flight.finish(&consumer, params, lent);
+            }
+            continue;
         }
-        done(&consumer, params, lent, partition, offset);
+        // A correction that may apply: its outcome, and those of the records before it, are
+        // waited for. Not acknowledged (stopping, or the engine failed): not committed, so
+        // applied again after a restart.
+        if !flight.wait_all(acks, shared) {
+            return;
+        }
+        flight.finish(&consumer, params, lent);
     }
 }
 
-/// The id of the article a correction record names when this member's index does not hold it
-/// (None: it holds it, or the record is no correction, which the engine refuses with the
-/// reason).
-fn not_held(shared: &Shared, payload: Option<&[u8]>) -> Result<Option<String>> {
-    let Some(correction) = payload.and_then(|p| crate::correction::Correction::parse(p).ok())
-    else {
-        return Ok(None);
-    };
-    let held = shared
-        .engine
-        .holds(&correction.id, HOLDS_TIMEOUT)
-        .map_err(|e| {
-            anyhow::anyhow!("cannot ask the index for article {:?}: {e}", correction.id)
-        })?;
-    Ok((!held).then_some(correction.id))
+/// Records handed to the engine (or passed over) whose positions are not recorded yet, in the
+/// order read; a position is recorded only once every record before it is acknowledged, so a
+/// crash re-reads, never skips.
+#[derive(Default)]
+struct InFlight {
+    /// (partition, offset, refused in the reader) in the order read.
+    handed: VecDeque<(i32, i64, bool)>,
+    /// What each acknowledged record was published as.
+    acked: BTreeMap<(i32, i64), OutputKind>,
+    /// Passed over: done without an output.
+    passed: HashSet<(i32, i64)>,
 }
 
-/// Records the position after (`partition`, `offset`) in the index, then commits it under the
-/// group: that correction is done (applied and published, refused, or passed over).
+impl InFlight {
+    fn len(&self) -> usize {
+        self.handed.len()
+    }
+
+    fn hand(&mut self, partition: i32, offset: i64, refused: bool) {
+        self.handed.push_back((partition, offset, refused));
+    }
+
+    fn pass_over(&mut self, partition: i32, offset: i64) {
+        self.handed.push_back((partition, offset, true));
+        self.passed.insert((partition, offset));
+    }
+
+    fn is_done(&self, partition: i32, offset: i64) -> bool {
+        self.acked.contains_key(&(partition, offset)) || self.passed.contains(&(partition, offset))
+    }
+
+    /// How many records from the first on are done.
+    fn done_ready(&self) -> usize {
+        self.handed
+            .iter()
+            .take_while(|(p, o, _)| self.is_done(*p, *o))
+            .count()
+    }
+
+    /// Takes the acknowledgements that have arrived.
+    fn collect(&mut self, acks: &Receiver<(i32, i64, OutputKind)>) {
+        while let Ok((p, o, kind)) = acks.try_recv() {
+            self.acked.insert((p, o), kind);
+        }
+    }
+
+    /// Waits until every record handed over is acknowledged; false when the engine failed, or
+    /// a stop was requested and they did not come within [`STOP_WAIT`].
+    fn wait_all(&mut self, acks: &Receiver<(i32, i64, OutputKind)>, shared: &Shared) -> bool {
+        let mut stop_seen: Option<Instant> = None;
+        loop {
+            self.collect(acks);
+            if self.done_ready() == self.handed.len() {
+                return true;
+            }
+            match acks.recv_timeout(POLL) {
+                Ok((p, o, kind)) => {
+                    self.acked.insert((p, o), kind);
+                }
+                Err(RecvTimeoutError::Disconnected) => return false,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            if shared.engine.failure().is_some() {
+                return false;
+            }
+            if shared.stop.is_requested() {
+                let since = *stop_seen.get_or_insert_with(Instant::now);
+                if since.elapsed() >= STOP_WAIT {
+                    return false;
+                }
+            }
+        }
+    }
+
+    /// Records and commits the position after the records done from the first on, and says
+    /// what became of them (each correction that could apply, the refused ones together).
+    fn finish(&mut self, consumer: &BaseConsumer, params: &CorrectionsParams, lent: &Lent) {
+        let mut next: BTreeMap<i32, i64> = BTreeMap::new();
+        let mut refused: Vec<(i32, i64)> = Vec::new();
+        while let Some(&(p, o, refused_here)) = self.handed.front() {
+            if !self.is_done(p, o) {
+                break;
+            }
+            self.handed.pop_front();
+            next.insert(p, o + 1);
+            if self.passed.remove(&(p, o)) {
+                continue;
+            }
+            let kind = self.acked.remove(&(p, o));
+            match kind {
+                Some(OutputKind::Dlq) if refused_here => refused.push((p, o)),
+                Some(OutputKind::Dlq) => tracing::warn!(
+                    "correction {}[{p}]@{o} refused or unreadable: see {} for the reason",
+                    params.topic,
+                    "the DLQ record (header newsdedup.error.message)"
+                ),
+                Some(kind) => tracing::info!(
+                    "correction {}[{p}]@{o} applied: published to the {} topic",
+                    params.topic,
+                    kind.as_str()
+                ),
+                None => {}
+            }
+        }
+        if let (Some(first), Some(last)) = (refused.first(), refused.last()) {
+            tracing::warn!(
+                "{} record(s) of {} refused (not a correction, unsigned, for another service or expired), {}[{}]@{} to [{}]@{}: see the DLQ records (header newsdedup.error.message)",
+                refused.len(),
+                params.topic,
+                params.topic,
+                first.0,
+                first.1,
+                last.0,
+                last.1
+            );
+        }
+        if !next.is_empty() {
+            done(consumer, params, lent, &next);
+        }
+    }
+}
+
+/// Records the positions `next` (partition -> the offset after the last record done) in the
+/// index, then commits them under the group: those corrections are done (applied and
+/// published, refused, or passed over).
 fn done(
     consumer: &BaseConsumer,
     params: &CorrectionsParams,
     lent: &Lent,
-    partition: i32,
-    offset: i64,
+    next: &BTreeMap<i32, i64>,
 ) {
-    // A position not written (an error, or the service stopping) is only a correction read
-    // again after a restart, which is recognised and only published again.
-    let recorded = match &lent.lock().position {
-        Some(position) => position.record(partition, offset + 1),
-        None => return,
-    };
-    if let Err(e) = recorded {
-        tracing::warn!(
-            "cannot record the corrections position {}[{partition}]@{} in the index: {e}; the correction is read again after a restart (which changes nothing)",
-            params.topic,
-            offset + 1
-        );
+    // A position not written (an error, or the service stopping) is only corrections read
+    // again after a restart, which are recognised and only published again.
+    {
+        let held = lent.lock();
+        let Some(position) = &held.position else {
+            return;
+        };
+        for (&partition, &offset) in next {
+            if let Err(e) = position.record(partition, offset) {
+                tracing::warn!(
+                    "cannot record the corrections position {}[{partition}]@{offset} in the index: {e}; the correction is read again after a restart (which changes nothing)",
+                    params.topic,
+                );
+            }
+        }
     }
     let mut tpl = TopicPartitionList::new();
-    if let Err(e) = tpl
-        .add_partition_offset(&params.topic, partition, Offset::Offset(offset + 1))
-        .map_err(anyhow::Error::from)
-        .and_then(|()| {
-            consumer
-                .commit(&tpl, CommitMode::Sync)
-                .map_err(anyhow::Error::from)
-        })
-    {
+    let added = next.iter().try_for_each(|(&partition, &offset)| {
+        tpl.add_partition_offset(&params.topic, partition, Offset::Offset(offset))
+    });
+    if let Err(e) = added.map_err(anyhow::Error::from).and_then(|()| {
+        consumer
+            .commit(&tpl, CommitMode::Sync)
+            .map_err(anyhow::Error::from)
+    }) {
         // Only for lag monitoring and an index without a position of its own.
         tracing::warn!(
-            "cannot commit the corrections position {}[{partition}]@{} under group {}: {e}; the index holds it, where reading resumes",
+            "cannot commit the corrections position {} {next:?} under group {}: {e}; the index holds it, where reading resumes",
             params.topic,
-            offset + 1,
             group_id(&params.service_group, params.member.as_deref())
         );
     }
@@ -315,34 +453,6 @@ fn fetch_failed(topic: &str, group: &str, e: &KafkaError) -> String {
     format!("cannot read corrections from {topic}: {e}; no correction is applied until this is fixed: {todo}")
 }
 
-/// Waits for the acknowledgement of (`partition`, `offset`); None when the engine failed, or a
-/// stop was requested and it did not come within [`STOP_WAIT`].
-fn acknowledged(
-    acks: &Receiver<(i32, i64, OutputKind)>,
-    shared: &Shared,
-    partition: i32,
-    offset: i64,
-) -> Option<OutputKind> {
-    let mut stop_seen: Option<Instant> = None;
-    loop {
-        match acks.recv_timeout(POLL) {
-            Ok((p, o, kind)) if (p, o) == (partition, offset) => return Some(kind),
-            Ok(_) => {}
-            Err(RecvTimeoutError::Disconnected) => return None,
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        if shared.engine.failure().is_some() {
-            return None;
-        }
-        if shared.stop.is_requested() {
-            let since = *stop_seen.get_or_insert_with(Instant::now);
-            if since.elapsed() >= STOP_WAIT {
-                return None;
-            }
-        }
-    }
-}
-
 fn sleep_unless_stopped(shared: &Shared, total: Duration) {
     let until = Instant::now() + total;
     while Instant::now() < until && !stopping(shared) {
@@ -364,9 +474,10 @@ fn create(properties: &BTreeMap<String, String>, group: &str) -> Result<BaseCons
         .set("enable.partition.eof", "false")
         // The service's consumer statistics are its own; this reader's would only be logged.
         .set("statistics.interval.ms", "0")
-        // Corrections are rare and a few hundred ms do not matter: an idle topic is asked twice
-        // a second, not at the input's pace.
-        .set("fetch.wait.max.ms", "500")
+        .set(
+            "fetch.wait.max.ms",
+            super::properties::reader_fetch_wait_ms(properties),
+        )
         .set("client.id", "newsdedup-corrections");
     config
         .create()

@@ -12,6 +12,7 @@
 
 use super::record::{self, InputMessage, OutputRecord, Ticket};
 use crate::article::{InvalidArticle, InvalidReason, ReadRules};
+use crate::correction::Acceptance;
 use crate::fingerprint::Fingerprinter;
 use crate::index::{DiskUsage, IndexCounts};
 use crate::metrics as m;
@@ -19,7 +20,6 @@ use crate::pipeline::{
     self, Decide, DecisionObserver, DecisionStage, Envelope, Outcome, Prepared, SharedCounts,
 };
 use crate::runner::{self, Durability, Observer, Prepare, RunnerHandle};
-use crate::signing::SigningKeys;
 use crossbeam_channel::{unbounded, Sender};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -54,8 +54,9 @@ pub struct LocalPreparer {
     /// headers) could exceed it is invalid (`oversized`) before it reaches the index, so the
     /// index never holds an article that no reader of the output topics saw.
     pub max_output_bytes: usize,
-    /// The keys a correction must be signed with (none: not checked).
-    pub correction_keys: SigningKeys,
+    /// What a correction must be to apply (signed with its keys, none: not checked; for this
+    /// service; unexpired).
+    pub correction_acceptance: Acceptance,
 }
 
 impl Prepare<InputMessage> for LocalPreparer {
@@ -96,7 +97,7 @@ impl LocalPreparer {
                 bytes,
                 &self.fingerprinter,
                 &self.read_rules,
-                &self.correction_keys,
+                &self.correction_acceptance,
             )
         } else {
             pipeline::prepare(bytes, &self.fingerprinter, &self.read_rules)

@@ -287,14 +287,12 @@ pub fn plain_reader(
     properties: &BTreeMap<String, String>,
     client_id: &str,
 ) -> BTreeMap<String, String> {
-    // fetch.wait.max.ms as for the service's consumer (see `client_properties`): a reader of a
-    // long Tansu topic at 100 ms got empty fetches and read it slowly.
-    let mut reader: BTreeMap<String, String> =
-        [("client.id", client_id), ("fetch.wait.max.ms", "250")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
+    let mut reader: BTreeMap<String, String> = [("client.id", client_id)]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
     reader.extend(properties.iter().map(|(k, v)| (k.clone(), v.clone())));
+    reader.insert("fetch.wait.max.ms".into(), reader_fetch_wait_ms(properties));
     for (k, v) in [
         ("group.id", client_id),
         ("enable.auto.commit", "false"),
@@ -306,6 +304,23 @@ pub fn plain_reader(
         reader.insert(k.to_owned(), v.to_owned());
     }
     reader
+}
+
+/// The shortest fetch wait of a reader that is not the service's consumer: 250 ms, as the
+/// service's default (see `client_properties`).
+pub const READER_FETCH_WAIT_MIN_MS: u64 = 250;
+
+/// `fetch.wait.max.ms` of every reader that is not the service's consumer (audit, replay's plan,
+/// the standby's and the rebuild's follower, the corrections reader): the user's value, but never
+/// below [`READER_FETCH_WAIT_MIN_MS`]. A user lowers the wait for the service's latency; a reader
+/// reads whole partitions, and on Tansu a short wait turns every fetch of a long partition empty
+/// (a reader at 100 ms read one slowly), so a lowered wait is the service's only.
+pub fn reader_fetch_wait_ms(properties: &BTreeMap<String, String>) -> String {
+    let given = properties
+        .get("fetch.wait.max.ms")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(READER_FETCH_WAIT_MIN_MS);
+    given.max(READER_FETCH_WAIT_MIN_MS).to_string()
 }
 
 /// The user's properties (layered as for `run`) but those in `other_kind` (the properties of the
@@ -489,8 +504,26 @@ const PRODUCER_ONLY: [&str; 29] = [
 mod tests {
     use super::*;
 
+    /// Every reader's fetch wait is the user's when longer than the floor, the floor otherwise
+    /// (also for a value that is not a number: librdkafka would refuse it for the service).
+    #[test]
+    fn a_reader_waits_at_least_the_floor() {
+        let with = |v: Option<&str>| -> String {
+            let properties: BTreeMap<String, String> = v
+                .map(|v| ("fetch.wait.max.ms".to_owned(), v.to_owned()))
+                .into_iter()
+                .collect();
+            reader_fetch_wait_ms(&properties)
+        };
+        assert_eq!(with(None), "250");
+        assert_eq!(with(Some("10")), "250");
+        assert_eq!(with(Some("1000")), "1000");
+        assert_eq!(with(Some("soon")), "250");
+    }
+
     /// A reader built from the service's consumer properties keeps the connection settings but
-    /// neither joins the group, commits, nor asks for statistics it would only log.
+    /// neither joins the group, commits, nor asks for statistics it would only log, and a fetch
+    /// wait lowered for the service's latency is not a reader's.
     #[test]
     fn a_plain_reader_never_joins_commits_or_asks_for_statistics() {
         let given: BTreeMap<String, String> = [
@@ -507,7 +540,7 @@ mod tests {
         let reader = plain_reader(&given, "newsdedup-standby");
         for (k, v) in [
             ("bootstrap.servers", "b:9092"),
-            ("fetch.wait.max.ms", "10"),
+            ("fetch.wait.max.ms", "250"),
             ("client.id", "newsdedup-standby"),
             ("group.id", "newsdedup-standby"),
             ("enable.auto.commit", "false"),

@@ -441,9 +441,12 @@ fn editors_release_and_merge_through_the_broker_and_every_copy_of_the_index_agre
     assert!(status.success(), "promoted: {}", promoted.log());
 }
 
+/// Junk records (not corrections) produced after the forged ones.
+const JUNK: usize = 2_000;
+
 /// The keys `[corrections]` of the service: `k1` (what the editors sign with), in `dir`.
 fn signing_config(dir: &Path) -> std::path::PathBuf {
-    std::fs::write(dir.join("k1"), [b'k'; 40]).unwrap();
+    common::write_key(&dir.join("k1"), &[b'k'; 40]);
     let config = dir.join("signed.toml");
     std::fs::write(
         &config,
@@ -542,6 +545,24 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
                 }
                 .signed(&key),
             ),
+            // Signed, but expired (a copy kept past its time), and signed for another service.
+            raw(
+                "a",
+                &Correction {
+                    at: "2026-01-01T00:00:00Z".into(),
+                    expires: Some("2026-01-02T00:00:00Z".into()),
+                    ..genuine.clone()
+                }
+                .signed(&key),
+            ),
+            raw(
+                "a",
+                &Correction {
+                    audience: Some("another-service".into()),
+                    ..genuine.clone()
+                }
+                .signed(&key),
+            ),
             // Replayed: the applied release again.
             raw("a", &genuine),
             // Far future: M merged into O by an editor whose clock says 9999.
@@ -556,6 +577,8 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
                     reason: None,
                     at: "9999-12-31T00:00:00Z".into(),
                     follows: None,
+                    audience: genuine.audience.clone(),
+                    expires: Some("9999-12-31T12:00:00Z".into()),
                     fingerprint: serde_json::from_value(m_out["dedup"]["fingerprint"].clone())
                         .unwrap(),
                     article: m_article,
@@ -566,8 +589,19 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
         ],
         Some(0),
     );
+    // A flood of junk after them: refused in the reader, not waited for one by one.
+    let junk: Vec<Input> = (0..JUNK)
+        .map(|i| Input {
+            key: Some(format!("junk-{i}")),
+            value: format!("{{\"kind\":\"release\",\"id\":\"junk-{i}\"}}").into_bytes(),
+            bad: None,
+            id: None,
+        })
+        .collect();
+    let flooded = std::time::Instant::now();
+    produce(b, "articles.corrections", &junk, Some(0));
     wait_until(
-        "three refusals, A again and M merged",
+        "five refusals, A again, M merged and the junk refused",
         &|| svc.log(),
         || {
             reader.poll_for(Duration::from_millis(100));
@@ -576,8 +610,12 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
                 .iter()
                 .filter(|o| o.topic == "articles.dlq")
                 .count();
-            dlq >= 3 && latest(&reader, "m").unwrap().topic == "articles.duplicate"
+            dlq >= 5 + JUNK && latest(&reader, "m").unwrap().topic == "articles.duplicate"
         },
+    );
+    eprintln!(
+        "{JUNK} junk corrections refused in {:.1} s",
+        flooded.elapsed().as_secs_f64()
     );
     let reasons: Vec<(String, String)> = reader
         .got
@@ -590,7 +628,7 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
             )
         })
         .collect();
-    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert_eq!(reasons.len(), 5 + JUNK, "{reasons:?}");
     assert!(reasons[0].0 == "unsigned_correction" && reasons[0].1.contains("not signed"));
     assert!(reasons[1].0 == "unsigned_correction" && reasons[1].1.contains("does not match"));
     assert!(
@@ -598,6 +636,31 @@ fn forged_replayed_and_far_future_corrections_change_nothing_on_the_service_a_st
             && reasons[2].1.contains("not the one the index holds"),
         "{reasons:?}"
     );
+    assert!(
+        reasons[3].0 == "expired_correction" && reasons[3].1.contains("expired at"),
+        "{:?}",
+        reasons[3]
+    );
+    assert!(
+        reasons[4].0 == "unsigned_correction" && reasons[4].1.contains("another-service"),
+        "{:?}",
+        reasons[4]
+    );
+    assert!(
+        reasons[5..].iter().all(|(r, _)| r == "bad_correction"),
+        "{:?}",
+        &reasons[5..8]
+    );
+    for (_, message) in &reasons {
+        assert!(!message.contains("k1"), "a key id in the DLQ: {message}");
+    }
+    // Every refusal's position is recorded and committed (in batches): nothing is read again.
+    wait_until("the refusals committed", &|| svc.log(), || {
+        common::kafka::committed(b, "newsdedup.corrections", "articles.corrections", 1)
+            .get(&0)
+            .copied()
+            == Some(8 + JUNK as i64)
+    });
     // The replay published the stored article again, nothing else.
     assert_eq!(latest(&reader, "a").unwrap().json(), a_released);
     let m_merged = latest(&reader, "m").unwrap().json();

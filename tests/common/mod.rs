@@ -270,3 +270,11 @@ pub fn correction_articles() -> Vec<(&'static str, String, &'static str)> {
         ),
     ]
 }
+
+/// Writes a correction key file readable by its owner only (the service refuses one that other
+/// users can read).
+pub fn write_key(path: &Path, secret: &[u8]) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, secret).expect("key file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("key mode");
+}

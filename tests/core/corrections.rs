@@ -6,16 +6,17 @@
 use crate::common;
 use newsdedup::article::{InvalidReason, ReadRules};
 use newsdedup::config::{DedupConfig, FingerprintConfig, IndexConfig};
+use newsdedup::correction::Acceptance;
 use newsdedup::correction::{Correction, Refusal};
 use newsdedup::dedup::{Deduper, Verdict};
 use newsdedup::fingerprint::Fingerprinter;
 use newsdedup::index::{ArticleStore, CorrectionKind, MatchRule, RocksIndex};
 use newsdedup::pipeline::{self, Outcome};
 use newsdedup::restore::{self, RestoreTarget};
-use newsdedup::signing::SigningKeys;
 use newsdedup::time::{format_rfc3339, TimeSpan, UtcOffset};
 use serde_json::{json, Value};
 use std::path::Path;
+use std::time::Duration;
 use std::process::Command;
 
 const RULES: ReadRules = ReadRules {
@@ -84,7 +85,7 @@ impl Rig {
             c.to_json().as_bytes(),
             &self.fp,
             &RULES,
-            &SigningKeys::default(),
+            &Acceptance::default(),
         );
         pipeline::decide(&mut self.deduper, prepared, None, NOW).unwrap()
     }
@@ -115,6 +116,8 @@ fn correction(
         reason: Some("read both".into()),
         at: format_rfc3339(at_ms),
         follows: None,
+        audience: None,
+        expires: None,
         key_id: None,
         signature: None,
         fingerprint: fp.fingerprint("", content).unwrap().fingerprint,
@@ -416,7 +419,7 @@ fn a_record_of_the_corrections_topic_that_is_not_a_correction_is_invalid() {
         (br#"{"kind":"release","id":"a","at":"yesterday","fingerprint":"0000000000000001","article":"{\"id\":\"a\",\"content\":\"x\"}"}"#, "RFC 3339"),
         (br#"{"kind":"release","id":"a","at":"2025-10-01T00:00:00Z","fingerprint":"0000000000000001","article":"{\"id\":\"z\",\"content\":\"x\"}"}"#, "has id \"z\""),
     ] {
-        match pipeline::prepare_correction(raw, &fp, &RULES, &SigningKeys::default()) {
+        match pipeline::prepare_correction(raw, &fp, &RULES, &Acceptance::default()) {
             pipeline::Prepared::Invalid(e) => {
                 assert_eq!(e.reason, InvalidReason::BadCorrection);
                 assert!(e.message.contains(why), "{}", e.message);
@@ -899,7 +902,7 @@ fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
     .unwrap();
     // Two keys accepted (a rotation); a third the service does not know.
     for (name, byte) in [("k-old", b'o'), ("k-new", b'n'), ("k-stranger", b's')] {
-        std::fs::write(d.join(name), [byte; 40]).unwrap();
+        common::write_key(&d.join(name), &[byte; 40]);
     }
     let config = d.join("config.toml");
     std::fs::write(
@@ -976,6 +979,13 @@ fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
     }
     let corrected = &rec[5];
     assert_eq!(corrected["dedup"]["decision"], "unique", "{corrected}");
+    let made: Value = serde_json::from_str(signed.trim()).unwrap();
+    assert_eq!(made["audience"], "newsdedup", "[service] group_id's default");
+    let (at, expires) = (
+        newsdedup::time::parse_time(made["at"].as_str().unwrap()).unwrap(),
+        newsdedup::time::parse_time(made["expires"].as_str().unwrap()).unwrap(),
+    );
+    assert_eq!(expires - at, 86_400_000, "--valid-for 1d by default");
     assert_eq!(corrected["dedup"]["correction"]["by"], "ed");
     assert_eq!(corrected["dedup"]["correction"]["key_id"], "k-new");
     assert!(
@@ -987,6 +997,78 @@ fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
         &[signed.trim().to_owned()]
     )
     .is_empty());
+}
+
+/// A signed correction past its `--valid-for` is refused by `batch` (`expired_correction`), and
+/// a key file other users can read is refused, saying how to fix it.
+#[test]
+fn a_signed_correction_expires_and_a_key_open_to_others_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (b, a, _) = false_pair();
+    let input = d.join("in.jsonl");
+    std::fs::write(
+        &input,
+        [&b, &a]
+            .iter()
+            .map(|r| String::from_utf8(r.to_vec()).unwrap() + "\n")
+            .collect::<String>(),
+    )
+    .unwrap();
+    common::write_key(&d.join("k"), &[b'k'; 40]);
+    let config = d.join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[corrections]\nkeys = [{{ id = \"k\", file = {:?} }}]\nsign_with = \"k\"\n",
+            d.join("k")
+        ),
+    )
+    .unwrap();
+    let batch = |corrections: Option<&Path>, output: &Path| {
+        let mut cmd = bin();
+        cmd.args(["batch", "--quiet", "--config"])
+            .arg(&config)
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(output)
+            .arg("--index-dir")
+            .arg(d.join("index"));
+        if let Some(c) = corrections {
+            cmd.arg("--corrections").arg(c);
+        }
+        cmd.output().unwrap()
+    };
+    let out = d.join("out.jsonl");
+    assert!(batch(None, &out).status.success());
+    let written = d.join("release.jsonl");
+    let o = bin()
+        .args(["correct", "release", "--id", "a", "--valid-for", "1s", "--config"])
+        .arg(&config)
+        .arg("--records")
+        .arg(&out)
+        .arg("--write")
+        .arg(&written)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::thread::sleep(Duration::from_millis(1_100));
+    let applied = d.join("applied.jsonl");
+    let o = batch(Some(&written), &applied);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rec = lines(&applied);
+    let error = rec[2]["dedup"]["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with("expired_correction:") && error.contains("make it again"),
+        "{}",
+        rec[2]
+    );
+    std::fs::set_permissions(d.join("k"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = batch(Some(&written), &d.join("refused.jsonl"));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("chmod 600"), "{stderr}");
 }
 
 /// An id holding a NUL would make the index's pair keys (`<id>\0<other>`) ambiguous: a correction
@@ -1003,7 +1085,7 @@ fn a_correction_naming_an_id_with_a_nul_is_refused() {
             c.to_json().as_bytes(),
             &r.fp,
             &RULES,
-            &SigningKeys::default(),
+            &Acceptance::default(),
         ) {
             pipeline::Prepared::Invalid(e) => {
                 assert_eq!(e.reason, InvalidReason::BadCorrection);
@@ -1089,7 +1171,7 @@ fn a_correction_line_longer_than_the_article_limit_is_read() {
         published_at_offset: UtcOffset::UTC,
         progress_every: None,
         process_start: std::time::Instant::now(),
-        correction_keys: Default::default(),
+        correction_acceptance: Default::default(),
     };
     let mut out = Vec::new();
     let (summary, _) = newsdedup::batch::run_batch(

@@ -43,7 +43,7 @@ fn start<K: OutputSink>(dir: &std::path::Path, sink: K) -> Engine {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
         max_output_bytes: 1 << 20,
-        correction_keys: Default::default(),
+        correction_acceptance: Default::default(),
         read_rules: newsdedup::article::ReadRules::new(1 << 20),
     });
     Engine::start(
@@ -291,7 +291,7 @@ fn index_error_stops_decisions(sync_handle: bool) {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
         max_output_bytes: 1 << 20,
-        correction_keys: Default::default(),
+        correction_acceptance: Default::default(),
         read_rules: newsdedup::article::ReadRules::new(1 << 20),
     });
     let decider = FailAfter {
@@ -351,7 +351,7 @@ fn an_article_whose_output_cannot_fit_is_oversized_and_never_indexed() {
     let preparer = Arc::new(LocalPreparer {
         fingerprinter: fp,
         max_output_bytes: 64 * 1024,
-        correction_keys: Default::default(),
+        correction_acceptance: Default::default(),
         read_rules: newsdedup::article::ReadRules::new(1 << 20),
     });
     let mut engine = Engine::start(
@@ -892,6 +892,8 @@ fn release_of_a(a: &Value, decided: &Value, reason: String) -> newsdedup::correc
             .expect("hex"),
         article: a.to_string(),
         follows: None,
+        audience: None,
+        expires: None,
         key_id: None,
         signature: None,
     }
