@@ -333,7 +333,11 @@ fn bad_utf8(raw: &[u8]) -> InvalidArticle {
         Ok(TopLevel::Object(Fields {
             id: Some(FieldValue::Str(id)),
             ..
-        })) => Some(id.into_owned()),
+        // Only an id the record could be decided under: a longer one would make the DLQ record
+        // twice the record's size.
+        })) if !id.is_empty() && id.len() <= MAX_ID_BYTES && !id.contains('\0') => {
+            Some(id.into_owned())
+        }
         _ => None,
     };
     InvalidArticle::new(

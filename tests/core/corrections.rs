@@ -16,8 +16,8 @@ use newsdedup::restore::{self, RestoreTarget};
 use newsdedup::time::{format_rfc3339, TimeSpan, UtcOffset};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::Duration;
 use std::process::Command;
+use std::time::Duration;
 
 const RULES: ReadRules = ReadRules {
     max_bytes: 1 << 20,
@@ -980,7 +980,10 @@ fn with_keys_set_only_a_correction_signed_with_one_of_them_applies() {
     let corrected = &rec[5];
     assert_eq!(corrected["dedup"]["decision"], "unique", "{corrected}");
     let made: Value = serde_json::from_str(signed.trim()).unwrap();
-    assert_eq!(made["audience"], "newsdedup", "[service] group_id's default");
+    assert_eq!(
+        made["audience"], "newsdedup",
+        "[service] group_id's default"
+    );
     let (at, expires) = (
         newsdedup::time::parse_time(made["at"].as_str().unwrap()).unwrap(),
         newsdedup::time::parse_time(made["expires"].as_str().unwrap()).unwrap(),
@@ -1045,7 +1048,15 @@ fn a_signed_correction_expires_and_a_key_open_to_others_is_refused() {
     assert!(batch(None, &out).status.success());
     let written = d.join("release.jsonl");
     let o = bin()
-        .args(["correct", "release", "--id", "a", "--valid-for", "1s", "--config"])
+        .args([
+            "correct",
+            "release",
+            "--id",
+            "a",
+            "--valid-for",
+            "1s",
+            "--config",
+        ])
         .arg(&config)
         .arg("--records")
         .arg(&out)
@@ -1068,7 +1079,10 @@ fn a_signed_correction_expires_and_a_key_open_to_others_is_refused() {
     std::fs::set_permissions(d.join("k"), std::fs::Permissions::from_mode(0o644)).unwrap();
     let o = batch(Some(&written), &d.join("refused.jsonl"));
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && stderr.contains("chmod 600"), "{stderr}");
+    assert!(
+        !o.status.success() && stderr.contains("chmod 600"),
+        "{stderr}"
+    );
 }
 
 /// An id holding a NUL would make the index's pair keys (`<id>\0<other>`) ambiguous: a correction
