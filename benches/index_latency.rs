@@ -32,6 +32,20 @@ fn identity() -> FingerprintIdentity {
     .unwrap()
 }
 
+/// Event slots the size of a typical article's (12 names, 5 figures kept: the mean over the
+/// natural pairs' texts).
+fn random_slots(rng: &mut SmallRng) -> newsdedup::slots::Slots {
+    use newsdedup::slots::{SlotCollector, SlotKind};
+    let mut c = SlotCollector::default();
+    for _ in 0..12 {
+        c.add(SlotKind::Entity, rng.gen(), rng.gen_range(1..6));
+    }
+    for _ in 0..5 {
+        c.add(SlotKind::Figure, rng.gen(), rng.gen_range(1..4));
+    }
+    c.finish()
+}
+
 /// A sketch of a ~1,000-character article: every bin filled, so all 12 LSH bands are indexed
 /// (the default `sketch_search` configuration stores them with each unique article), and 28
 /// segments of 10-60 characters (the corpus's median article has about that many), so its
@@ -49,6 +63,7 @@ fn random_sketch(rng: &mut SmallRng) -> Sketch {
         bins,
         shingles: 1000,
         segments: newsdedup::segments::Segments::from_signed(signed, chars),
+        slots: random_slots(rng),
     }
 }
 

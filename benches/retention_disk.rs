@@ -42,6 +42,20 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .unwrap_or(default)
 }
 
+/// Event slots the size of a typical article's (12 names, 5 figures kept: the mean over the
+/// natural pairs' texts).
+fn random_slots(rng: &mut SmallRng) -> newsdedup::slots::Slots {
+    use newsdedup::slots::{SlotCollector, SlotKind};
+    let mut c = SlotCollector::default();
+    for _ in 0..12 {
+        c.add(SlotKind::Entity, rng.gen(), rng.gen_range(1..6));
+    }
+    for _ in 0..5 {
+        c.add(SlotKind::Figure, rng.gen(), rng.gen_range(1..4));
+    }
+    c.finish()
+}
+
 fn random_sketch(rng: &mut SmallRng) -> Sketch {
     let mut bins = [0u32; newsdedup::sketch::BINS];
     rng.fill(&mut bins[..]);
@@ -53,6 +67,7 @@ fn random_sketch(rng: &mut SmallRng) -> Sketch {
         bins,
         shingles: rng.gen_range(200u32..2000),
         segments: newsdedup::segments::Segments::from_signed(signed, chars),
+        slots: random_slots(rng),
     }
 }
 
@@ -134,6 +149,14 @@ fn main() {
                         in_match: Some(0.93),
                         of_match: Some(0.95),
                         template: 0,
+                    })),
+                    slots: Some(Box::new(newsdedup::slots::SlotOverlap {
+                        entities: newsdedup::slots::SlotShare {
+                            shared: 11,
+                            only_later: 1,
+                            only_earlier: 1,
+                        },
+                        ..Default::default()
                     })),
                 }),
                 sketch: Some(random_sketch(&mut rng)),

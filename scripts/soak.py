@@ -13,6 +13,10 @@ rounds are duplicates of earlier ones), and one `newsdedup run` through the prox
 the service, kill9 / term / correction, never within 30 s of a restart: on Tansu a SIGTERM a few
 seconds after a restart that followed a kill -9 wedged the group) the next fault in turn:
 
+Every `--hostile-every` (50th) record is a hostile one instead (an unclosed-comment bomb, bytes
+that are not UTF-8, 20,000 empty headers, an over-long id, deep nesting, a 600 KB title, in
+turn): each must get its one output like any other record.
+
     kill9       kill -9, restart at once
     cut         the proxy drops every connection and refuses new ones for 10 s
     freeze      SIGSTOP for 10 s (beyond the 6 s session timeout), then SIGCONT
@@ -529,6 +533,25 @@ class Service:
 # ---------------------------------------------------------------------------------------------
 
 
+def hostile_record(n: int, ident: str, article: dict) -> tuple[bytes, list | None]:
+    """The n-th hostile record, in turn (issue 62): each must get one output (most the DLQ) and
+    leave the service running."""
+    kind = n % 6
+    if kind == 0:  # HTML comments never closed: quadratic to a naive cleaner
+        body = dict(article, content="<!--" * 60000 + article.get("content", ""))
+        return json.dumps(body, ensure_ascii=False).encode(), None
+    if kind == 1:  # not UTF-8, with a long id in it
+        return b'{"id":"' + ident.encode() + b'","content":"\xff\xfe' + b"x" * 5000 + b'"}', None
+    if kind == 2:  # 20,000 empty headers on a valid article
+        return json.dumps(article, ensure_ascii=False).encode(), [("h", b"")] * 20000
+    if kind == 3:  # an id too long to be decided under
+        return json.dumps(dict(article, id="x" * 5000), ensure_ascii=False).encode(), None
+    if kind == 4:  # deeply nested JSON
+        return b'{"id":"' + ident.encode() + b'","content":' + b"[" * 100000 + b"]" * 100000 + b"}", None
+    # a 600 KB title
+    return json.dumps(dict(article, title="标题" * 100000), ensure_ascii=False).encode(), None
+
+
 def load_articles(limit: int) -> list[dict]:
     corpus = Path(os.environ.get("NEWSDEDUP_CORPUS_DIR", REPO.parent / "shared" / "data" / "corpus"))
     files = sorted(corpus.glob("*.jsonl")) if corpus.is_dir() else []
@@ -643,8 +666,12 @@ class Soak:
             a = dict(articles[seq % len(articles)])
             ident = f"soak-{seq}"
             a["id"] = ident
+            value, headers = json.dumps(a, ensure_ascii=False).encode(), None
+            every = self.args.hostile_every
+            if every > 0 and seq % every == every - 1:
+                value, headers = hostile_record(seq // every, ident, a)
             try:
-                p.produce(self.args.topic, key=ident.encode(), value=json.dumps(a, ensure_ascii=False).encode(),
+                p.produce(self.args.topic, key=ident.encode(), value=value, headers=headers,
                           on_delivery=lambda err, msg, i=ident: delivered(err, msg, i))
             except BufferError:
                 p.poll(0.1)
@@ -1142,6 +1169,9 @@ def main() -> int:
     ap.add_argument("--faults", default="kill9,cut,freeze,newcomer,idle,correction,term",
                     help="the faults, in turn [%(default)s]")
     ap.add_argument("--rate", type=float, default=100.0, help="articles per second [100]")
+    ap.add_argument("--hostile-every", type=int, default=50,
+                    help="every N-th record is a hostile one (comment bomb, bad UTF-8, 20k headers, long id, deep "
+                         "nesting, huge title, in turn); 0: none [50]")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--grace-ms", type=int, default=10000, help="--exclusive-grace-ms of the service [10000]")
     ap.add_argument("--progress-timeout-ms", type=int, default=60000,

@@ -7,6 +7,7 @@ use crate::headline::ChromeCheck;
 use crate::index::{Crowded, MatchRule};
 use crate::segments::{Overlap, SegmentMask, Segments};
 use crate::sketch::{BinMask, Similarity, Sketch};
+use crate::slots::{SlotOverlap, Slots};
 use crate::topic::{Outline, Topic};
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -129,6 +130,7 @@ pub fn compare(
             "crowded_bands": (0..crate::sketch::ALL_BANDS).filter(|b| crowded.bands & (1 << b) != 0).collect::<Vec<_>>(),
         },
         "segments": segments_json(&fa.sketch.segments, &fb.sketch.segments, &sim.segments, template),
+        "slots": slots_json(fp, a, b, &fa.sketch.slots, &fb.sketch.slots, &sim.slots),
         "shares_block": shares_block,
         "shares_sketch_band": shares_band,
         "verdict": if scores.duplicate { "duplicate" } else { "distinct" },
@@ -296,6 +298,50 @@ pub fn score_pair(
     let fb = fp.fingerprint(&b.title, &b.content).map_err(refused(b))?;
     let chrome = ChromeCheck::for_pair(&a.title, &b.title, fa.off_title_text.as_deref());
     Ok(pair_scores(&fa, &fb, rule, chrome, Some(&outline)))
+}
+
+/// The event slots of a pair for `compare`: the counts of `match.slots`, and the names and
+/// figures themselves (shared, A's only, B's only, heaviest first).
+fn slots_json(
+    fp: &Fingerprinter,
+    a: &CompareInput,
+    b: &CompareInput,
+    slots_a: &Slots,
+    slots_b: &Slots,
+    o: &SlotOverlap,
+) -> Value {
+    let (words_a, words_b) = (
+        fp.slot_words(&a.title, &a.content),
+        fp.slot_words(&b.title, &b.content),
+    );
+    let word = |hash: u32| {
+        words_a
+            .get(&hash)
+            .or_else(|| words_b.get(&hash))
+            .cloned()
+            .unwrap_or_else(|| format!("#{hash:08x}"))
+    };
+    let names = |of: &[(u32, u8)], other: &[(u32, u8)], shared: bool| -> Vec<String> {
+        of.iter()
+            .filter(|x| other.iter().any(|y| y.0 == x.0) == shared)
+            .map(|x| word(x.0))
+            .collect()
+    };
+    let kind = |a: &[(u32, u8)], b: &[(u32, u8)]| {
+        json!({
+            "shared": names(a, b, true),
+            "only_a": names(a, b, false),
+            "only_b": names(b, a, false),
+        })
+    };
+    json!({
+        "counts": o,
+        "entities": kind(slots_a.entities(), slots_b.entities()),
+        "figures": kind(slots_a.figures(), slots_b.figures()),
+        "entity_share_of_poorer": o.entities.poorer_share().map(round3),
+        "figure_share_of_poorer": o.figures.poorer_share().map(round3),
+        "top_agreement": o.top_agreement().map(round3),
+    })
 }
 
 /// The segments of a pair for `compare`: how many each text has, what they share (characters, and

@@ -648,6 +648,7 @@ impl<S: ArticleStore> Deduper<S> {
             relation: Some(self.config().relation_of(sim)),
             via: None,
             segments: sim.and_then(|s| SegmentMatch::of(&s.segments)),
+            slots: sim.and_then(|s| crate::slots::SlotOverlap::of_pair(&s.slots)),
         }))
     }
 }

@@ -471,6 +471,7 @@ impl Accepted {
             relation: Some(self.relation),
             via: None,
             segments: sim.and_then(|s| SegmentMatch::of(&s.segments)),
+            slots: sim.and_then(|s| crate::slots::SlotOverlap::of_pair(&s.slots)),
         };
         match (o.resolves_to().is_some(), o.matched) {
             (true, Some(target)) => MatchRef {

@@ -6,6 +6,7 @@ use crate::error::ResourceError;
 use crate::headline;
 use crate::simhash::{self, Fingerprint, SimhashAccumulator};
 use crate::sketch::Sketch;
+use crate::slots::{SlotCollector, SlotKind, Slots};
 use crate::text::clean::Cleaner;
 use crate::text::filter::{parse_stopwords, TokenFilter};
 use crate::text::lexicon::Lexicon;
@@ -88,6 +89,7 @@ struct Scratch {
     weighted: Vec<(u64, i64)>,
     /// Every term's weight and place, for the outline's heaviest words.
     heavy: Vec<(f64, Span)>,
+    slots: SlotCollector,
 }
 
 impl Scratch {
@@ -433,6 +435,58 @@ impl Fingerprinter {
         }
     }
 
+    /// The event slots of the counted terms (see [`crate::slots`]): dictionary words tagged as
+    /// proper names, words the HMM joined that the dictionary lacks (name-shaped ones) and
+    /// figures, each with its count.
+    fn slots(&self, s: &mut Scratch) -> Slots {
+        let mut collector = std::mem::take(&mut s.slots);
+        collector.clear();
+        self.for_each_slot(s, |kind, hash, _, count| collector.add(kind, hash, count));
+        let slots = collector.finish();
+        s.slots = collector;
+        slots
+    }
+
+    /// Calls `f(kind, hash, word, count)` with every slot of the counted terms.
+    fn for_each_slot(&self, s: &Scratch, mut f: impl FnMut(SlotKind, u32, &str, u32)) {
+        let lexicon = self.segmenter.lexicon();
+        for (&id, term) in &s.terms.dict {
+            if lexicon.is_entity(id) {
+                let hash = lexicon.facts(id).map_or(0, |f| f.hash);
+                let word = term.at.word(&s.title, &s.content);
+                f(SlotKind::Entity, slot_hash(hash), word, term.tf);
+            }
+        }
+        for (&hash, term) in &s.terms.other {
+            let word = term.at.word(&s.title, &s.content);
+            if crate::slots::is_name_shaped(word) {
+                f(SlotKind::Entity, slot_hash(hash), word, term.tf);
+            } else if crate::text::filter::classify(word) == crate::text::filter::TokenClass::Number
+            {
+                if let Some(figure) = crate::slots::figure(word) {
+                    f(
+                        SlotKind::Figure,
+                        slot_hash(simhash::feature_hash(&figure)),
+                        &figure,
+                        term.tf,
+                    );
+                }
+            }
+        }
+    }
+
+    /// The words of an article's kept slots, by hash (for `compare`, which names them).
+    pub fn slot_words(&self, title: &str, content: &str) -> FxHashMap<u32, String> {
+        with_scratch(|s| {
+            self.clean_and_count(title, content, s);
+            let mut words = FxHashMap::default();
+            self.for_each_slot(s, |_, hash, word, _| {
+                words.entry(hash).or_insert_with(|| word.to_owned());
+            });
+            words
+        })
+    }
+
     /// Cleans title and (capped) content into the scratch buffers, then collects term statistics.
     fn clean_and_count(&self, title: &str, content: &str, s: &mut Scratch) {
         let (title, content) = self.capped(title, content);
@@ -481,6 +535,7 @@ impl Fingerprinter {
                     .map(|(f, _)| (f, Outline::default()))
                     .ok_or(NoFeatures);
             }
+            let slots = self.slots(s);
             let Scratch {
                 terms,
                 weighted,
@@ -525,7 +580,7 @@ impl Fingerprinter {
                 Fingerprinted {
                     fingerprint: acc.finish(),
                     features: terms.len(),
-                    sketch: Sketch::of(content),
+                    sketch: Sketch::of(content).with_slots(slots),
                     off_title_text: off_title_text(title, content),
                 },
                 outline,
@@ -544,6 +599,7 @@ impl Fingerprinter {
             if s.terms.is_empty() {
                 return self.by_characters(title, content, s).ok_or(NoFeatures);
             }
+            let slots = self.slots(s);
             let mut acc = SimhashAccumulator::default();
             let mut features: Vec<Feature> = Vec::with_capacity(s.terms.len());
             self.for_each_weighted(&s.terms, |hash, idf, weight, term| {
@@ -566,7 +622,7 @@ impl Fingerprinter {
                 Fingerprinted {
                     fingerprint: acc.finish(),
                     features: features.len(),
-                    sketch: Sketch::of(&s.content),
+                    sketch: Sketch::of(&s.content).with_slots(slots),
                     off_title_text: off_title_text(title, &s.content),
                 },
                 features,
@@ -655,9 +711,13 @@ impl Fingerprinter {
         )
     }
 
-    /// The content sketch `fingerprint` gives, without segmenting: for a record whose
-    /// fingerprint is already known (a restore). Cleaning only, so a fraction of the cost.
+    /// The content sketch `fingerprint` gives (its slots come from segmenting), for a record
+    /// whose fingerprint is already known (a restore).
     pub fn sketch(&self, title: &str, content: &str) -> Sketch {
+        if let Ok(f) = self.fingerprint(title, content) {
+            return f.sketch;
+        }
+        // No features: the sketch a refused record would have had.
         with_scratch(|s| {
             let (capped_title, capped) = self.capped(title, content);
             self.cleaner
@@ -677,6 +737,11 @@ impl Fingerprinter {
     pub fn jieba(&self) -> &Jieba {
         self.segmenter.jieba()
     }
+}
+
+/// The 32-bit slot hash of a word's 64-bit feature hash.
+fn slot_hash(hash: u64) -> u32 {
+    (hash >> 32) as u32
 }
 
 /// Whether `text` holds a word character.
@@ -709,6 +774,58 @@ pub fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The slots come from the same pass as the fingerprint: dictionary proper names, names the
+    /// dictionary lacks, figures (normalised), counted; a sketch of the text alone has none, and
+    /// `sketch` (a restore) gives the same slots as `fingerprint`.
+    #[test]
+    fn slots_are_the_names_and_figures_of_the_segmentation_pass() {
+        let fp = Fingerprinter::new(&FingerprintConfig::default()).unwrap();
+        let title = "北京市朝阳区法院宣判一起诈骗案";
+        let content = "北京市朝阳区人民法院今天公开宣判被告人韩雨桐诈骗一案，韩雨桐被判处有期徒刑\
+                       3年，并处罚金20,000元。法院审理查明，2019年韩雨桐以投资为名骗取多名\
+                       被害人共计1,200,000元。";
+        let f = fp.fingerprint(title, content).unwrap();
+        let slots = f.sketch.slots;
+        let words = fp.slot_words(title, content);
+        let names: Vec<&str> = slots
+            .entities()
+            .iter()
+            .filter_map(|(h, _)| words.get(h).map(String::as_str))
+            .collect();
+        let figures: Vec<&str> = slots
+            .figures()
+            .iter()
+            .filter_map(|(h, _)| words.get(h).map(String::as_str))
+            .collect();
+        assert!(
+            names.contains(&"韩雨桐"),
+            "a name the dictionary lacks: {names:?}"
+        );
+        assert!(names.contains(&"北京市"), "a dictionary place: {names:?}");
+        // jieba cuts a figure at its thousands separator: it counts by its leading group.
+        for figure in ["20", "2019", "200"] {
+            assert!(figures.contains(&figure), "{figure} in {figures:?}");
+        }
+        assert!(
+            !figures.contains(&"3"),
+            "one digit is no figure: {figures:?}"
+        );
+        assert!(
+            !figures.contains(&"0"),
+            "nor a separator's zeros: {figures:?}"
+        );
+        // The defendant is named three times: the heaviest name.
+        assert_eq!(
+            words.get(&slots.entities()[0].0).map(String::as_str),
+            Some("韩雨桐")
+        );
+        assert_eq!(slots.entities()[0].1, 3);
+        assert_eq!(fp.sketch(title, content), f.sketch);
+        assert!(Sketch::of(content).slots.is_empty());
+        // The bytes carry them (the index and the `newsdedup.sketch` header).
+        assert_eq!(Sketch::from_bytes(&f.sketch.to_bytes()), Some(f.sketch));
+    }
 
     /// One hostile record must not stall the decisions behind it: the worst input of each cleaning
     /// step (and of segmentation) at 1 MiB, as content and as title, is fingerprinted in a small,

@@ -33,6 +33,7 @@ pub mod settings;
 pub mod signing;
 pub mod simhash;
 pub mod sketch;
+pub mod slots;
 pub mod text;
 pub mod time;
 pub mod topic;

@@ -9,6 +9,7 @@ use crate::index::{
     CorrectionKind, CorrectionNote, MatchRef, MatchRule, Relation, SegmentMatch, StoredDecision,
 };
 use crate::simhash::Fingerprint;
+use crate::slots::SlotOverlap;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
@@ -93,6 +94,9 @@ pub struct MatchMember<'a> {
     /// The segments shared with the match (`index::SegmentMatch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Box<SegmentMatch>>,
+    /// The event slots shared with the match (`slots::SlotOverlap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<Box<SlotOverlap>>,
 }
 
 /// The `correction` member: who corrected the decision, when, why, and what it was before.
@@ -192,6 +196,7 @@ impl<'a> MatchMember<'a> {
             relation: m.relation,
             via: m.via.as_deref().map(Cow::Borrowed),
             segments: m.segments.clone(),
+            slots: m.slots.clone(),
         }
     }
 }
@@ -215,6 +220,7 @@ impl MatchMember<'_> {
             relation: self.relation,
             via: self.via.as_deref().map(str::to_owned),
             segments: self.segments.clone(),
+            slots: self.slots.clone(),
         }
     }
 }

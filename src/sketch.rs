@@ -7,9 +7,11 @@
 //! so a sketch costs one hash per character and 132 bytes of storage.
 //!
 //! The sketch also carries the text's segment signatures ([`crate::segments`]): which sentences
-//! two texts share, where the bins only estimate how much.
+//! two texts share, where the bins only estimate how much; and its event slots
+//! ([`crate::slots`]): the names and figures each text holds.
 
 use crate::segments::{Overlap, SegmentMask, Segments};
+use crate::slots::{SlotOverlap, Slots};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 
@@ -21,7 +23,7 @@ pub const SHINGLE: usize = 4;
 const EMPTY: u32 = u32::MAX;
 
 /// Version of the sketch definition; part of the fingerprint identity.
-pub const SKETCH_VERSION: &str = "oph32-char4-splitmix/v1+segments";
+pub const SKETCH_VERSION: &str = "oph32-char4-splitmix/v1+segments+slots1";
 
 /// Hash of a 4-character shingle: the three previous characters (packed, injective) and the new
 /// one, mixed with the SplitMix64/Murmur3 finaliser. A few arithmetic operations per character
@@ -43,6 +45,8 @@ pub struct Sketch {
     pub shingles: u32,
     /// The text's segment signatures.
     pub segments: Segments,
+    /// The text's event slots (from segmentation: empty for a sketch of text alone).
+    pub slots: Slots,
 }
 
 /// Estimated resemblance of two texts A (`self` of [`Sketch::similarity`]) and B (`other`).
@@ -74,6 +78,8 @@ pub struct Similarity {
     pub b_shingles: u32,
     /// The segments the two texts share, A's template segments left out.
     pub segments: Overlap,
+    /// The event slots (names, figures) the two texts share.
+    pub slots: SlotOverlap,
 }
 
 impl Similarity {
@@ -229,7 +235,13 @@ impl Sketch {
             bins,
             shingles,
             segments: Segments::of(text),
+            slots: Slots::default(),
         }
+    }
+
+    /// This sketch carrying `slots` (found by segmenting the same text).
+    pub fn with_slots(self, slots: Slots) -> Sketch {
+        Sketch { slots, ..self }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -272,6 +284,7 @@ impl Sketch {
         template: SegmentMask,
     ) -> Similarity {
         let segments = self.segments.overlap(&other.segments, template);
+        let slots = self.slots.overlap(&other.slots);
         let mut none = Similarity {
             jaccard: 0.0,
             containment: 0.0,
@@ -284,6 +297,7 @@ impl Sketch {
             a_shingles: self.shingles,
             b_shingles: other.shingles,
             segments,
+            slots,
         };
         if self.is_empty() || other.is_empty() {
             return none;
@@ -344,17 +358,22 @@ impl Sketch {
             a_shingles: self.shingles,
             b_shingles: other.shingles,
             segments,
+            slots,
         }
     }
 
     /// Binary form: 32 little-endian u32 bins, then the shingle count (132 bytes), then the
-    /// segment signatures (`Segments::write`: 9 bytes and 5 per segment).
+    /// segment signatures (`Segments::write`: 9 bytes and 5 per segment), then the event slots
+    /// (`Slots::write`: 6 bytes and 5 per slot).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(SKETCH_BYTES + 9 + 5 * crate::segments::MAX_SEGMENTS);
+        let mut out = Vec::with_capacity(
+            SKETCH_BYTES + 9 + 5 * crate::segments::MAX_SEGMENTS + crate::slots::MAX_BYTES,
+        );
         for v in self.bins.iter().chain(std::iter::once(&self.shingles)) {
             out.extend_from_slice(&v.to_le_bytes());
         }
         self.segments.write(&mut out);
+        self.slots.write(&mut out);
         out
     }
 
@@ -367,7 +386,7 @@ impl Sketch {
     }
 
     /// The binary form at the start of `bytes`, and its length. None if it is truncated or
-    /// malformed (a sketch written before segments were kept included).
+    /// malformed (a sketch written before segments or slots were kept included).
     pub fn read(bytes: &[u8]) -> Option<(Sketch, usize)> {
         let head = bytes.get(..SKETCH_BYTES)?;
         let word = |i: usize| {
@@ -383,13 +402,15 @@ impl Sketch {
             *b = word(i);
         }
         let (segments, used) = Segments::read(&bytes[SKETCH_BYTES..])?;
+        let (slots, slot_bytes) = Slots::read(&bytes[SKETCH_BYTES + used..])?;
         Some((
             Sketch {
                 bins,
                 shingles: word(BINS),
                 segments,
+                slots,
             },
-            SKETCH_BYTES + used,
+            SKETCH_BYTES + used + slot_bytes,
         ))
     }
 
@@ -610,6 +631,7 @@ mod tests {
             bins,
             shingles,
             segments: Segments::of(text),
+            slots: Slots::default(),
         }
     }
 

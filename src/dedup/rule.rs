@@ -132,6 +132,25 @@ pub struct DedupConfig {
     /// remaining segments is in B and of B's in A: two rulings of one court, two lots of one
     /// tender share the form, not a report.
     pub segment_template_max_shared: f64,
+    /// Event slots ([`crate::slots`]) count as evidence only when both texts keep at least this
+    /// many of the kind (names, figures): one or two say little.
+    pub slot_min_kept: u32,
+    /// A match is refused when less than this share of the poorer side's kept names (the text
+    /// that keeps fewer) is kept by the other: two fillings of one form name other defendants,
+    /// bidders or delegates, where a rewrite keeps its names. Read for two texts of about one
+    /// length only (`slot_max_length_ratio`). 0 disables.
+    pub slot_min_name_share: f64,
+    /// The same for figures (amounts, counts, dates, lot numbers). 0 disables.
+    pub slot_min_figure_share: f64,
+    /// The slot check reads a pair only when the longer text is at most this many times the
+    /// shorter's length: a text kept 16 names of, much longer than the other, may leave the
+    /// other's names out of its sample however much of it it holds.
+    pub slot_max_length_ratio: f64,
+    /// The topic check also passes, with B placed whole in A, when at least this share of each
+    /// side's heaviest names (named twice or more, at most 5) is kept by the other: the text A
+    /// adds is about the same people, places and organisations (an update), where a digest's
+    /// other items name others. 0 disables.
+    pub slot_topic_min_agreement: f64,
     /// Page chrome under a headline carries no decision ([`crate::headline`]): a match is
     /// refused when the new article's text holds almost none of its own title's bigrams nor the
     /// candidate's, and the titles disagree (a disclaimer or sign-in page under many titles).
@@ -309,6 +328,32 @@ impl DedupConfig {
         }
     }
 
+    /// The names or figures the two texts keep disagree beyond what one report's copies show (see
+    /// `slot_min_name_share`): which kind, the share and its bar.
+    fn slots_overrule_by(&self, s: &Similarity) -> Option<(&'static str, f64, f64)> {
+        let ratio = s.length_ratio();
+        let max = self.slot_max_length_ratio.max(1.0);
+        if ratio > max || ratio * max < 1.0 {
+            return None;
+        }
+        let read = |share: &crate::slots::SlotShare, bar: f64, kind: &'static str| {
+            let kept = |n: u32| n >= self.slot_min_kept.max(1);
+            (bar > 0.0
+                && kept(share.shared + share.only_later)
+                && kept(share.shared + share.only_earlier))
+            .then(|| share.poorer_share())
+            .flatten()
+            .filter(|&x| x < bar)
+            .map(|x| (kind, x, bar))
+        };
+        read(&s.slots.entities, self.slot_min_name_share, "names")
+            .or_else(|| read(&s.slots.figures, self.slot_min_figure_share, "figures"))
+    }
+
+    fn slots_overrule(&self, s: &Similarity) -> bool {
+        self.slots_overrule_by(s).is_some()
+    }
+
     /// Whether the decision ever reads the new article's outline (the topic check is on).
     pub fn reads_outlines(&self) -> bool {
         self.extension_min_coherence > 0.0 && self.extension_min_contained > 0.0
@@ -337,18 +382,28 @@ impl DedupConfig {
                 && s.b_share_of_a() < self.extension_min_share
                 && (by_bins || by_segments)
                 && !self.segments_overrule(&s)
+                && !self.slots_overrule(&s)
                 && self.segments_confirm(MatchRule::Extension, distance, &s)
                 && self.rule_for_plain(distance, sim).is_none()
         })
     }
 
     /// The topic check passes: B's sampled 4-grams are found in one B-sized stretch of A (B is
-    /// whole inside A), and A's added text is about B's story.
-    fn topic_holds(&self, topic: Option<Topic>) -> bool {
+    /// whole inside A), and A's added text is about B's story: it repeats the heavy words of B's
+    /// stretch, or (`slot_topic_min_agreement`) the two texts' heaviest names agree.
+    fn topic_holds(&self, topic: Option<Topic>, sim: Option<Similarity>) -> bool {
         topic.is_some_and(|t| {
             f64::from(t.located) >= self.extension_min_contained * f64::from(t.sampled)
-                && t.coherence >= self.extension_min_coherence
+                && (t.coherence >= self.extension_min_coherence || self.names_agree(sim))
         })
+    }
+
+    /// The two texts' heaviest names agree (see `slot_topic_min_agreement`).
+    fn names_agree(&self, sim: Option<Similarity>) -> bool {
+        self.slot_topic_min_agreement > 0.0
+            && sim
+                .and_then(|s| s.slots.top_agreement())
+                .is_some_and(|x| x >= self.slot_topic_min_agreement)
     }
 
     /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
@@ -366,7 +421,7 @@ impl DedupConfig {
         topic: Option<Topic>,
     ) -> Option<MatchRule> {
         let plain = self.rule_for_plain(distance, sim);
-        if plain.is_none() && self.topic_holds(topic) && self.wants_topic(distance, sim) {
+        if plain.is_none() && self.topic_holds(topic, sim) && self.wants_topic(distance, sim) {
             Some(MatchRule::Extension)
         } else {
             plain
@@ -380,11 +435,13 @@ impl DedupConfig {
                 s.containment >= self.confirm_min_containment
                     && !self.template_overrules(&s)
                     && !self.segments_overrule(&s)
+                    && !self.slots_overrule(&s)
             })
             .then_some(MatchRule::Simhash)
         } else {
             let s = sim.filter(|_| self.sketch_search || distance <= self.rescue_distance)?;
-            if self.template_overrules(&s) || self.segments_overrule(&s) {
+            if self.template_overrules(&s) || self.segments_overrule(&s) || self.slots_overrule(&s)
+            {
                 None
             } else if self.resemblance_bars(distance, &s).is_some()
                 && self.segments_confirm(MatchRule::Resemblance, distance, &s)
@@ -475,7 +532,7 @@ impl DedupConfig {
         } else {
             String::new()
         };
-        let segments = segments_text(&s);
+        let segments = format!("{}{}", segments_text(&s), slots_text(&s));
         let share = format!(
             "an estimated {:.0}% of A's 4-grams are in B ({} of A's sampled 4-grams seen in B, {} not)",
             100.0 * s.a_in_b,
@@ -515,11 +572,20 @@ impl DedupConfig {
         };
         let relation_text = format!("relation {} ({why_relation})", relation.as_str());
         let rule = self.rule_for_with(distance, sim, topic);
+        let names = match s.slots.top_agreement() {
+            Some(x) if self.names_agree(sim) => format!(
+                ", and {:.0}% of each text's heaviest names are kept by the other (>= {:.0}%: \
+                 the same people, places and organisations)",
+                100.0 * x,
+                100.0 * self.slot_topic_min_agreement
+            ),
+            _ => String::new(),
+        };
         let topic_text = match topic {
             Some(t) => format!(
                 "{} of B's {} sampled 4-grams are placed in one B-sized stretch of A, and the \
                  text A adds ({:.0}% of A) repeats {:.0}% of the heavy words (by TF-IDF weight) of \
-                 that stretch",
+                 that stretch{names}",
                 t.located,
                 t.sampled,
                 100.0 * t.added_share,
@@ -591,6 +657,16 @@ impl DedupConfig {
                 100.0 * self.extension_min_contained,
                 100.0 * self.extension_min_coherence
             ),
+            None if self.slots_overrule(&s) => {
+                let (kind, share, bar) = self.slots_overrule_by(&s).unwrap_or_default();
+                format!(
+                    "none: the two texts are about other {kind}: only {:.0}% of the {kind} the \
+                     poorer side keeps are kept by the other (< {:.0}%): one form filled twice, \
+                     not one report",
+                    100.0 * share,
+                    100.0 * bar
+                )
+            }
             None if self.segments_overrule(&s) => format!(
                 "none: the two share template segments ({} characters held by many indexed \
                  articles) and, those left out, less than {:.0}% of either text's segments: a \
@@ -677,6 +753,25 @@ impl DedupConfig {
     }
 }
 
+/// The names and figures a pair keeps, for `explain` (empty when neither keeps any).
+fn slots_text(s: &Similarity) -> String {
+    let o = &s.slots;
+    if o.entities.total() == 0 && o.figures.total() == 0 {
+        return String::new();
+    }
+    let kind = |x: &crate::slots::SlotShare| {
+        format!(
+            "{} shared, {} A's only, {} B's only",
+            x.shared, x.only_later, x.only_earlier
+        )
+    };
+    format!(
+        "; slots: names {}, figures {}",
+        kind(&o.entities),
+        kind(&o.figures)
+    )
+}
+
 /// The segments a pair shares, for `explain` (empty when neither text has any compared).
 fn segments_text(s: &Similarity) -> String {
     let o = &s.segments;
@@ -732,6 +827,11 @@ impl Default for DedupConfig {
             segment_confirm_min_distance: 6,
             segment_extension_min_held: 0.5,
             segment_template_max_shared: 0.3,
+            slot_min_kept: 3,
+            slot_min_name_share: 0.0,
+            slot_min_figure_share: 0.55,
+            slot_max_length_ratio: 1.5,
+            slot_topic_min_agreement: 0.8,
             headline_check: true,
         }
     }
@@ -757,6 +857,7 @@ mod tests {
             a_shingles: na,
             b_shingles: nb,
             segments: crate::segments::Overlap::default(),
+            slots: crate::slots::SlotOverlap::default(),
         }
     }
 
@@ -1013,6 +1114,59 @@ mod tests {
             strict.judge_with(beyond, Some(whole), Some(topic(31, 0.95))),
             None
         );
+    }
+
+    #[test]
+    fn names_and_figures_the_poorer_side_keeps_must_be_in_the_other() {
+        use crate::slots::{SlotOverlap, SlotShare};
+        let rule = DedupConfig {
+            slot_min_name_share: 0.6,
+            slot_min_figure_share: 0.5,
+            ..DedupConfig::default()
+        };
+        let share = |shared, only_later, only_earlier| SlotShare {
+            shared,
+            only_later,
+            only_earlier,
+        };
+        let with_slots = |entities, figures| Similarity {
+            slots: SlotOverlap {
+                entities,
+                figures,
+                ..SlotOverlap::default()
+            },
+            ..sim(24, 4, 4, 500, 520)
+        };
+        // A rewrite: most names and figures kept by both.
+        let rewrite = with_slots(share(8, 2, 3), share(4, 1, 0));
+        assert!(rule.judge(1, Some(rewrite)).is_some());
+        assert!(rule.judge(7, Some(rewrite)).is_some());
+        // Two fillings of one form: the words agree, the names do not (3 of 10 = 30% < 60%).
+        let sibling = with_slots(share(3, 7, 9), share(4, 0, 0));
+        assert_eq!(rule.judge(1, Some(sibling)), None);
+        assert_eq!(rule.judge(7, Some(sibling)), None);
+        assert!(rule.explain(7, Some(sibling)).contains("other names"));
+        // The figures alone disagree (1 of 4).
+        let lots = with_slots(share(9, 1, 1), share(1, 3, 5));
+        assert_eq!(rule.judge(7, Some(lots)), None);
+        assert!(rule.explain(7, Some(lots)).contains("other figures"));
+        // Too few kept to tell (2 < slot_min_kept): the rest decides.
+        assert!(rule
+            .judge(7, Some(with_slots(share(0, 2, 2), share(0, 0, 0))))
+            .is_some());
+        // A much longer A (an update) is not read: its 16 names may leave B's out.
+        let longer = Similarity {
+            a_shingles: 1200,
+            ..sibling
+        };
+        assert!(!rule.slots_overrule(&longer));
+        // Both bars at 0: the check is off.
+        assert!(!DedupConfig {
+            slot_min_name_share: 0.0,
+            slot_min_figure_share: 0.0,
+            ..rule.clone()
+        }
+        .slots_overrule(&sibling));
     }
 
     #[test]

@@ -152,7 +152,8 @@ fn parse_topic_partition_key(prefix: &[u8], key: &[u8]) -> Option<(String, i32)>
 }
 
 /// Version of this layout, stored under `META_FORMAT`. An index of another version is refused
-/// (`IndexError::FormatMismatch`) with an error that says how to rebuild it (`index rebuild`). 9:
+/// (`IndexError::FormatMismatch`) with an error that says how to rebuild it (`index rebuild`). 10:
+/// each article's event slots stored with its sketch, after the segment signatures. 9:
 /// each article's segment signatures stored with its sketch, and the segment entries of unique
 /// articles in `bands` (band number `SEGMENT_BAND`). 8: one key per block bucket, its articles
 /// packed in the value. 7: the band entries of recent articles are ingested as files, under
@@ -162,9 +163,10 @@ fn parse_topic_partition_key(prefix: &[u8], key: &[u8]) -> Option<(String, i32)>
 /// event times, the `expiry` family and the stream time (the retention window). 2: sketch bands in
 /// their own `bands` family (1: in the block families, flagged by the top bit of the sequence
 /// number).
-pub const FORMAT_VERSION: &str = "newsdedup-index/9";
+pub const FORMAT_VERSION: &str = "newsdedup-index/10";
 /// First byte of an `articles` value; then one byte (1 if a sketch follows), the binary sketch if
-/// so (132 bytes of bins, then the segment signatures: `Sketch::to_bytes`), then the JSON record
+/// so (132 bytes of bins, then the segment signatures and the event slots: `Sketch::to_bytes`),
+/// then the JSON record
 /// without its sketch.
 pub const ARTICLE_VALUE_FORMAT: u8 = 3;
 

@@ -95,6 +95,10 @@ pub struct MatchRef {
     /// compare: what an auditor reads to see which text is repeated, in each direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Box<SegmentMatch>>,
+    /// The event slots (names, figures) the article shares with the match and those only one of
+    /// them holds, when either has any: what the texts are about, beside how they are worded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots: Option<Box<crate::slots::SlotOverlap>>,
 }
 
 /// The segments a duplicate shares with its match (`match.segments`): counted over the part of

@@ -34,6 +34,9 @@ pub struct Lexicon {
     known: Vec<u64>,
     /// Hash and IDF of word `id` (zero for words that are not features; never read for them).
     facts: Vec<WordFacts>,
+    /// Bit `id` is set when word `id` is a feature the dictionary tags as a proper name (an
+    /// entity of [`crate::slots`]).
+    entity: Vec<u64>,
 }
 
 impl Lexicon {
@@ -51,6 +54,7 @@ impl Lexicon {
             keep: vec![0; words.len().div_ceil(64)],
             known: vec![0; words.len().div_ceil(64)],
             facts: vec![WordFacts::default(); words.len()],
+            entity: vec![0; words.len().div_ceil(64)],
         };
         for (id, word) in words.iter().enumerate() {
             let Some(word) = word else {
@@ -64,6 +68,13 @@ impl Lexicon {
                     hash,
                     idf: idf(hash),
                 };
+                let tagged = u32::try_from(id)
+                    .ok()
+                    .and_then(|id| jieba.word_tag(id))
+                    .is_some_and(crate::slots::is_entity_tag);
+                if tagged && word.chars().nth(1).is_some() {
+                    lexicon.entity[id / 64] |= 1 << (id % 64);
+                }
             }
         }
         lexicon
@@ -80,6 +91,15 @@ impl Lexicon {
         }
         let known = self.known.get(id / 64)? & (1 << (id % 64)) != 0;
         known.then_some(false)
+    }
+
+    /// True if word `id` is a feature tagged as a proper name.
+    #[inline]
+    pub fn is_entity(&self, id: u32) -> bool {
+        let id = id as usize;
+        self.entity
+            .get(id / 64)
+            .is_some_and(|bits| bits & (1 << (id % 64)) != 0)
     }
 
     /// Hash and IDF of word `id` (meaningful for features only).
@@ -104,7 +124,7 @@ impl Lexicon {
     /// Appends the tables' image to `w` (read back by [`Lexicon::read_image`]).
     pub fn write_image(&self, w: &mut ImageWriter<'_>) {
         w.u64(self.facts.len() as u64);
-        for bits in self.keep.iter().chain(&self.known) {
+        for bits in self.keep.iter().chain(&self.known).chain(&self.entity) {
             w.u64(*bits);
         }
         for facts in &self.facts {
@@ -121,6 +141,7 @@ impl Lexicon {
             || -> Result<Vec<u64>, ImageError> { (0..bitmap_words).map(|_| r.u64()).collect() };
         let keep = bitmap()?;
         let known = bitmap()?;
+        let entity = bitmap()?;
         let facts = (0..words)
             .map(|_| {
                 Ok(WordFacts {
@@ -129,7 +150,12 @@ impl Lexicon {
                 })
             })
             .collect::<Result<Vec<_>, ImageError>>()?;
-        Ok(Lexicon { keep, known, facts })
+        Ok(Lexicon {
+            keep,
+            known,
+            facts,
+            entity,
+        })
     }
 }
 

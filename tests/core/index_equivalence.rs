@@ -192,6 +192,7 @@ fn random_sketch(rng: &mut SmallRng) -> Sketch {
         bins,
         shingles: 1000,
         segments: newsdedup::segments::Segments::default(),
+        slots: Default::default(),
     }
 }
 

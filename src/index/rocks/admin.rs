@@ -263,6 +263,7 @@ pub(super) mod tests {
                 bins,
                 shingles: 1000,
                 segments: Segments::default(),
+                slots: Default::default(),
             }),
             revision: None,
             correction: None,

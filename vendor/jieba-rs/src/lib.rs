@@ -1286,6 +1286,13 @@ impl Jieba {
         self.records.len()
     }
 
+    /// [newsdedup addition] The part-of-speech tag the dictionary gives word `id` (empty for a
+    /// word added without one); None for an id past the dictionary.
+    pub fn word_tag(&self, id: u32) -> Option<&str> {
+        let record = self.records.get(usize::try_from(id).ok()?)?;
+        self.tags.get(record.tag as usize).map(|t| &**t)
+    }
+
     /// Cut the input text, return all possible words
     ///
     /// ## Params
