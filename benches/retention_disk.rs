@@ -155,6 +155,7 @@ fn main() {
                             shared: 11,
                             only_later: 1,
                             only_earlier: 1,
+                            complete: true,
                         },
                         ..Default::default()
                     })),

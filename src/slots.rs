@@ -66,6 +66,10 @@ pub struct SlotShare {
     /// Kept by A only, and by B only.
     pub only_later: u32,
     pub only_earlier: u32,
+    /// Both texts keep every one they hold (neither had more than it keeps): the counts are
+    /// then exact, not over two samples.
+    #[serde(default)]
+    pub complete: bool,
 }
 
 impl SlotShare {
@@ -247,14 +251,16 @@ impl Slots {
 
     /// What `self` (A) and `other` (B) share.
     pub fn overlap(&self, other: &Slots) -> SlotOverlap {
-        let share = |a: &[(u32, u8)], b: &[(u32, u8)]| {
+        let share = |a: &[(u32, u8)], b: &[(u32, u8)], complete: bool| {
             let shared = a.iter().filter(|x| b.iter().any(|y| y.0 == x.0)).count() as u32;
             SlotShare {
                 shared,
                 only_later: a.len() as u32 - shared,
                 only_earlier: b.len() as u32 - shared,
+                complete,
             }
         };
+        let all_kept = |kept: usize, distinct: u16| usize::from(distinct) <= kept;
         let found = |top: &Slots, other: &Slots| {
             let (mut n, mut found) = (0, 0);
             for hash in top.top() {
@@ -266,8 +272,18 @@ impl Slots {
         let (later_top, later_top_in_earlier) = found(self, other);
         let (earlier_top, earlier_top_in_later) = found(other, self);
         SlotOverlap {
-            entities: share(self.entities(), other.entities()),
-            figures: share(self.figures(), other.figures()),
+            entities: share(
+                self.entities(),
+                other.entities(),
+                all_kept(self.entities().len(), self.distinct_entities)
+                    && all_kept(other.entities().len(), other.distinct_entities),
+            ),
+            figures: share(
+                self.figures(),
+                other.figures(),
+                all_kept(self.figures().len(), self.distinct_figures)
+                    && all_kept(other.figures().len(), other.distinct_figures),
+            ),
             later_top,
             later_top_in_earlier,
             earlier_top,
@@ -380,9 +396,13 @@ mod tests {
             SlotShare {
                 shared: 1,
                 only_later: 2,
-                only_earlier: 3
+                only_earlier: 3,
+                complete: true,
             }
         );
+        // A text with more names than it keeps: the counts are over its sample.
+        let many: Vec<(u32, u32)> = (100..120).map(|h| (h, 1)).collect();
+        assert!(!slots(&many, &[]).overlap(&b).entities.complete);
         assert_eq!(o.entities.poorer_share(), Some(1.0 / 3.0));
         assert_eq!(o.figures.poorer_share(), Some(1.0));
         // A's heaviest: 1 and 2 (3 is named once); B keeps 1. B's: 1 and 5; A keeps 1.

@@ -143,14 +143,10 @@ pub struct DedupConfig {
     /// The same for figures (amounts, counts, dates, lot numbers). 0 disables.
     pub slot_min_figure_share: f64,
     /// The slot check reads a pair only when the longer text is at most this many times the
-    /// shorter's length: a text kept 16 names of, much longer than the other, may leave the
-    /// other's names out of its sample however much of it it holds.
+    /// shorter's length, and a kind only when both texts keep every one they hold (a text with
+    /// more figures than it keeps may leave the other's out of its sample however much of it
+    /// it holds).
     pub slot_max_length_ratio: f64,
-    /// The topic check also passes, with B placed whole in A, when at least this share of each
-    /// side's heaviest names (named twice or more, at most 5) is kept by the other: the text A
-    /// adds is about the same people, places and organisations (an update), where a digest's
-    /// other items name others. 0 disables.
-    pub slot_topic_min_agreement: f64,
     /// Page chrome under a headline carries no decision ([`crate::headline`]): a match is
     /// refused when the new article's text holds almost none of its own title's bigrams nor the
     /// candidate's, and the titles disagree (a disclaimer or sign-in page under many titles).
@@ -339,6 +335,7 @@ impl DedupConfig {
         let read = |share: &crate::slots::SlotShare, bar: f64, kind: &'static str| {
             let kept = |n: u32| n >= self.slot_min_kept.max(1);
             (bar > 0.0
+                && share.complete
                 && kept(share.shared + share.only_later)
                 && kept(share.shared + share.only_earlier))
             .then(|| share.poorer_share())
@@ -389,21 +386,12 @@ impl DedupConfig {
     }
 
     /// The topic check passes: B's sampled 4-grams are found in one B-sized stretch of A (B is
-    /// whole inside A), and A's added text is about B's story: it repeats the heavy words of B's
-    /// stretch, or (`slot_topic_min_agreement`) the two texts' heaviest names agree.
-    fn topic_holds(&self, topic: Option<Topic>, sim: Option<Similarity>) -> bool {
+    /// whole inside A), and A's added text is about B's story.
+    fn topic_holds(&self, topic: Option<Topic>) -> bool {
         topic.is_some_and(|t| {
             f64::from(t.located) >= self.extension_min_contained * f64::from(t.sampled)
-                && (t.coherence >= self.extension_min_coherence || self.names_agree(sim))
+                && t.coherence >= self.extension_min_coherence
         })
-    }
-
-    /// The two texts' heaviest names agree (see `slot_topic_min_agreement`).
-    fn names_agree(&self, sim: Option<Similarity>) -> bool {
-        self.slot_topic_min_agreement > 0.0
-            && sim
-                .and_then(|s| s.slots.top_agreement())
-                .is_some_and(|x| x >= self.slot_topic_min_agreement)
     }
 
     /// The rule that makes the new article a duplicate of the candidate, if one does (whatever
@@ -421,7 +409,7 @@ impl DedupConfig {
         topic: Option<Topic>,
     ) -> Option<MatchRule> {
         let plain = self.rule_for_plain(distance, sim);
-        if plain.is_none() && self.topic_holds(topic, sim) && self.wants_topic(distance, sim) {
+        if plain.is_none() && self.topic_holds(topic) && self.wants_topic(distance, sim) {
             Some(MatchRule::Extension)
         } else {
             plain
@@ -572,20 +560,11 @@ impl DedupConfig {
         };
         let relation_text = format!("relation {} ({why_relation})", relation.as_str());
         let rule = self.rule_for_with(distance, sim, topic);
-        let names = match s.slots.top_agreement() {
-            Some(x) if self.names_agree(sim) => format!(
-                ", and {:.0}% of each text's heaviest names are kept by the other (>= {:.0}%: \
-                 the same people, places and organisations)",
-                100.0 * x,
-                100.0 * self.slot_topic_min_agreement
-            ),
-            _ => String::new(),
-        };
         let topic_text = match topic {
             Some(t) => format!(
                 "{} of B's {} sampled 4-grams are placed in one B-sized stretch of A, and the \
                  text A adds ({:.0}% of A) repeats {:.0}% of the heavy words (by TF-IDF weight) of \
-                 that stretch{names}",
+                 that stretch",
                 t.located,
                 t.sampled,
                 100.0 * t.added_share,
@@ -831,7 +810,6 @@ impl Default for DedupConfig {
             slot_min_name_share: 0.0,
             slot_min_figure_share: 0.55,
             slot_max_length_ratio: 1.5,
-            slot_topic_min_agreement: 0.8,
             headline_check: true,
         }
     }
@@ -1128,6 +1106,7 @@ mod tests {
             shared,
             only_later,
             only_earlier,
+            complete: true,
         };
         let with_slots = |entities, figures| Similarity {
             slots: SlotOverlap {
@@ -1154,6 +1133,18 @@ mod tests {
         assert!(rule
             .judge(7, Some(with_slots(share(0, 2, 2), share(0, 0, 0))))
             .is_some());
+        // Counts over samples (a text held more than it keeps) are not read.
+        let sampled = Similarity {
+            slots: SlotOverlap {
+                figures: SlotShare {
+                    complete: false,
+                    ..share(1, 3, 5)
+                },
+                ..lots.slots
+            },
+            ..lots
+        };
+        assert!(rule.judge(7, Some(sampled)).is_some());
         // A much longer A (an update) is not read: its 16 names may leave B's out.
         let longer = Similarity {
             a_shingles: 1200,
