@@ -696,7 +696,7 @@ class Soak:
             h = {k: (v.decode("utf-8", "replace") if v is not None else "") for k, v in (msg.headers() or [])}
             try:
                 body = json.loads(msg.value())
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, RecursionError):
                 body = {}
             dedup = body.get("dedup") if isinstance(body, dict) else None
             dedup = dedup if isinstance(dedup, dict) else {}

@@ -457,12 +457,10 @@ impl Fingerprinter {
                 f(SlotKind::Entity, slot_hash(hash), word, term.tf);
             }
         }
+        let jieba = self.segmenter.jieba();
         for (&hash, term) in &s.terms.other {
             let word = term.at.word(&s.title, &s.content);
-            if crate::slots::is_name_shaped(word) {
-                f(SlotKind::Entity, slot_hash(hash), word, term.tf);
-            } else if crate::text::filter::classify(word) == crate::text::filter::TokenClass::Number
-            {
+            if crate::text::filter::classify(word) == crate::text::filter::TokenClass::Number {
                 if let Some(figure) = crate::slots::figure(word) {
                     f(
                         SlotKind::Figure,
@@ -471,6 +469,20 @@ impl Fingerprinter {
                         term.tf,
                     );
                 }
+                continue;
+            }
+            // A dictionary word here (the string path, or one the HMM found) is a name by its
+            // tag, as the lexicon's bit says on the id path; one the dictionary lacks is taken
+            // for a name when it is name-shaped.
+            let named = match jieba.word_id(word) {
+                Some(id) => {
+                    word.chars().nth(1).is_some()
+                        && jieba.word_tag(id).is_some_and(crate::slots::is_entity_tag)
+                }
+                None => crate::slots::is_name_shaped(word),
+            };
+            if named {
+                f(SlotKind::Entity, slot_hash(hash), word, term.tf);
             }
         }
     }

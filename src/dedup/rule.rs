@@ -642,7 +642,8 @@ impl DedupConfig {
                     "none: the two texts are about other {kind}: only {:.0}% of the {kind} the \
                      poorer side keeps are kept by the other (< {:.0}%): one form filled twice, \
                      not one report",
-                    100.0 * share,
+                    // Rounded down: "54.5% < 55%" must not read "55% < 55%".
+                    (100.0 * share).floor(),
                     100.0 * bar
                 )
             }

@@ -241,7 +241,7 @@ pub fn numbered_report(topic: &str, from: usize, n: usize) -> String {
 }
 
 /// The articles the correction tests start from, as (id, content, published_at), in decision
-/// order: B; A, B with its last quarter rewritten (the engine links it to B, an editor releases
+/// order: B; A, B with its last fifth rewritten (the engine links it to B, an editor releases
 /// it); C, unrelated and published first; O; M, O plus three times as much new text of its story
 /// (O is too small a part of M for the extension rule's topic check: the engine misses it, an
 /// editor merges it into O).
@@ -254,7 +254,7 @@ pub fn correction_articles() -> Vec<(&'static str, String, &'static str)> {
         ),
         (
             "a",
-            numbered_report("河东区", 1, 15) + &numbered_report("河西区", 40, 5),
+            numbered_report("河东区", 1, 16) + &numbered_report("河西区", 40, 4),
             "2025-10-01T09:00:00Z",
         ),
         (

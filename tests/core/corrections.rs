@@ -138,7 +138,7 @@ fn story(id: &str) -> Vec<u8> {
     article(id, &content, published)
 }
 
-/// B, then A (B with its last quarter rewritten: the engine links A to B), and an unrelated C.
+/// B, then A (B with its last fifth rewritten: the engine links A to B), and an unrelated C.
 fn false_pair() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
     (story("b"), story("a"), story("c"))
 }

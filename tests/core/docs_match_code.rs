@@ -27,10 +27,11 @@ use std::process::Command;
 
 /// Flags of other programs that the docs show standing alone in a code span (`--ci` of
 /// scripts/soak.sh, say), by program. Any other flag in a span of its own must be newsdedup's.
-const FOREIGN_FLAGS: [(&str, &str); 10] = [
+const FOREIGN_FLAGS: [(&str, &str); 11] = [
     ("--articles", "scripts/demo.sh"),
     ("--ci", "scripts/soak.sh"),
     ("--faults", "scripts/soak.sh"),
+    ("--hostile-every", "scripts/soak.sh"),
     ("--with-length", "scripts/eval"),
     ("--command-config", "the Apache Kafka tools"),
     ("--runtime", "podman"),
