@@ -205,6 +205,10 @@ RULES_SECTION = [
     "of B's in A for `extension`. B counts as whole in A when >= 75% of its clause text is. A clause held "
     "by 3 or more unique indexed articles is template: left out, and a pair sharing template clauses "
     "with < 30% of either text's remaining clause text in the other is not a duplicate.", "",
+    "**Slots.** Each text keeps its 16 most frequent proper names and 12 most frequent figures (`slots` "
+    "in `compare`; `match.slots` in the output). Two texts of about one length (the longer at most 1.5 "
+    "times the shorter), both keeping 3 or more figures and every figure they hold, are not duplicates "
+    "when less than 55% of the poorer side's figures are kept by the other: one form filled twice.", "",
     "| relation (`match.relation`) | when |", "|---|---|",
     "| `excerpt` | A is 15% or more shorter (at most 1/1.15 of B's length) and `a_in_b` >= 0.9: it keeps a part |",
     "| `extension` | A is 15% or more longer and `b_in_a` >= 0.85: B whole plus new text |",
