@@ -894,8 +894,9 @@ class Soak:
                         self.corrections.append(ident)
                     else:
                         rec["error"] = (r.stderr or r.stdout)[-500:]
-                except subprocess.TimeoutExpired:
-                    rec["error"] = "newsdedup correct did not finish within 60 s"
+                except subprocess.TimeoutExpired as e:
+                    said = e.stderr.decode("utf-8", "replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+                    rec["error"] = "newsdedup correct did not finish within 60 s; its stderr: " + said[-500:]
                 # In flight: the service is killed while it applies it.
                 time.sleep(0.3)
                 self.expected_up = False
