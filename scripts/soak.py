@@ -884,7 +884,7 @@ class Soak:
                 cmd = [str(self.binary), "correct", "release", "--id", ident, "--by", "soak", "--reason", "soak",
                        "--brokers", self.proxy.addr, "--corrections-topic", f"{t}.corrections",
                        "--unique-topic", f"{t}.unique", "--duplicate-topic", f"{t}.duplicate",
-                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--quiet", "--since", since,
+                       "--dlq-topic", f"{t}.dlq", "--wait", "0", "--since", since,
                        "--audience", self.args.group]
                 rec["id"] = ident
                 try:
