@@ -22,6 +22,9 @@ use newsdedup::sketch::Sketch;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
+#[path = "common/slots.rs"]
+mod slots;
+use slots::random_slots;
 
 fn identity() -> FingerprintIdentity {
     serde_json::from_value(serde_json::json!({
@@ -30,20 +33,6 @@ fn identity() -> FingerprintIdentity {
         "keep_latin": true, "pos_filter": [], "strip_boilerplate": true, "fold_traditional": true, "max_content_bytes": 0
     }))
     .unwrap()
-}
-
-/// Event slots the size of a typical article's (12 names, 5 figures kept: the mean over the
-/// natural pairs' texts).
-fn random_slots(rng: &mut SmallRng) -> newsdedup::slots::Slots {
-    use newsdedup::slots::{SlotCollector, SlotKind};
-    let mut c = SlotCollector::default();
-    for _ in 0..12 {
-        c.add(SlotKind::Entity, rng.gen(), rng.gen_range(1..6));
-    }
-    for _ in 0..5 {
-        c.add(SlotKind::Figure, rng.gen(), rng.gen_range(1..4));
-    }
-    c.finish()
 }
 
 /// A sketch of a ~1,000-character article: every bin filled, so all 12 LSH bands are indexed

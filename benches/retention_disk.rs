@@ -21,6 +21,9 @@ use newsdedup::time::TimeSpan;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
+#[path = "common/slots.rs"]
+mod slots;
+use slots::random_slots;
 
 const DAY: i64 = 86_400_000;
 /// 2024-01-01T00:00:00Z.
@@ -40,20 +43,6 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
-}
-
-/// Event slots the size of a typical article's (12 names, 5 figures kept: the mean over the
-/// natural pairs' texts).
-fn random_slots(rng: &mut SmallRng) -> newsdedup::slots::Slots {
-    use newsdedup::slots::{SlotCollector, SlotKind};
-    let mut c = SlotCollector::default();
-    for _ in 0..12 {
-        c.add(SlotKind::Entity, rng.gen(), rng.gen_range(1..6));
-    }
-    for _ in 0..5 {
-        c.add(SlotKind::Figure, rng.gen(), rng.gen_range(1..4));
-    }
-    c.finish()
 }
 
 fn random_sketch(rng: &mut SmallRng) -> Sketch {
